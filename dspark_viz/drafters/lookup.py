@@ -1,0 +1,66 @@
+"""Prompt lookup: propose the continuation of the latest earlier match of the context's suffix.
+
+Legend: γ block size, n n-gram length, V vocabulary.
+The proposal is deterministic, so p_draft is one-hot at each drafted token and the lossless rule
+holds unchanged (the target accepts x_k with probability p_target(x_k)).
+"""
+from __future__ import annotations
+
+import torch
+
+from .base import Context, Draft, Drafter
+
+
+class LookupIndex:
+    """Incremental map from each n-gram (n ≤ max_n) to the position right after its latest use."""
+
+    def __init__(self, max_n: int = 3, min_n: int = 1):
+        self.max_n, self.min_n = max_n, min_n
+        self.ids: list[int] = []
+        self.last: dict[tuple[int, ...], int] = {}
+
+    def extend(self, tokens: list[int]) -> None:
+        ids, last = self.ids, self.last
+        for t in tokens:
+            j = len(ids)          # t sits at position j: every n-gram ending at j-1 is followed by it
+            for n in range(self.min_n, self.max_n + 1):
+                if j >= n:
+                    last[tuple(ids[j - n:j])] = j
+            ids.append(t)
+
+    def propose(self, gamma: int) -> tuple[list[int], int]:
+        """(up to γ tokens continuing the longest suffix match, the matched n; 0 if none)."""
+        ids = self.ids
+        for n in range(self.max_n, self.min_n - 1, -1):
+            if len(ids) < n:
+                continue
+            j = self.last.get(tuple(ids[-n:]))
+            if j is not None and j < len(ids):
+                return ids[j:j + gamma], n
+        return [], 0
+
+
+class LookupDrafter(Drafter):
+    name = "lookup"
+
+    def __init__(self, gamma: int = 7, max_n: int = 3, min_n: int = 1, vocab_size: int | None = None):
+        self.gamma, self.max_n, self.min_n, self.vocab_size = gamma, max_n, min_n, vocab_size
+
+    def begin(self, ctx: Context) -> LookupIndex:
+        idx = LookupIndex(self.max_n, self.min_n)
+        idx.extend(list(ctx.prompt_ids))
+        return idx
+
+    def propose(self, state: LookupIndex, anchor, anchor_pos, temperature, generator) -> Draft:
+        state.extend([anchor])                    # the anchor is known; it is committed below
+        toks, n = state.propose(self.gamma)
+        state.ids.pop()                           # keep the index's token list = committed tokens
+        V = self.vocab_size or (max(state.ids + [anchor] + toks) + 1)
+        p = torch.zeros(len(toks), V)
+        if toks:
+            p[torch.arange(len(toks)), torch.tensor(toks)] = 1.0           # (ℓ, V) one-hot
+        return Draft(tokens=toks, p_draft=p, confidence=None,
+                     diag=[{"ngram": n}] * len(toks) if toks else None, source="lookup")
+
+    def commit(self, state: LookupIndex, tokens, features) -> None:
+        state.extend(list(tokens))

@@ -1,0 +1,87 @@
+"""Pure metrics over Traces.
+
+Legend: γ block size, ℓ verified length, m accepted drafts, k 1-based position.
+
+τ            mean committed tokens per round (bonus included; the prefill token excluded)
+survival_k   P(m ≥ k)                         prefix survival (over rounds that drafted)
+cond_acc_k   P(m ≥ k | m ≥ k−1, ℓ ≥ k)        position-wise conditional acceptance (paper Fig. 2)
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+from .trace import Trace
+
+
+def _rounds(traces):
+    if isinstance(traces, Trace):
+        traces = [traces]
+    for t in traces:
+        yield from t.rounds
+
+
+def tau(traces: Trace | Iterable[Trace]) -> float:
+    n = c = 0
+    for r in _rounds(traces):
+        n += 1
+        c += r.n_committed
+    return c / n if n else float("nan")
+
+
+def survival(traces, gamma: int | None = None) -> list[float]:
+    rs = [r for r in _rounds(traces) if r.drafts]
+    g = gamma or max((len(r.drafts) for r in rs), default=0)
+    if not rs:
+        return [float("nan")] * g
+    return [sum(r.accepted >= k for r in rs) / len(rs) for k in range(1, g + 1)]
+
+
+def conditional_acceptance(traces, gamma: int | None = None) -> list[float]:
+    rs = [r for r in _rounds(traces) if r.drafts]
+    g = gamma or max((len(r.drafts) for r in rs), default=0)
+    out = []
+    for k in range(1, g + 1):
+        at_risk = [r for r in rs if r.accepted >= k - 1 and r.ell >= k]
+        out.append(sum(r.accepted >= k for r in at_risk) / len(at_risk) if at_risk else float("nan"))
+    return out
+
+
+def tokens_per_second(traces) -> float:
+    if isinstance(traces, Trace):
+        traces = [traces]
+    toks = sum(t.n_generated for t in traces)
+    secs = sum(t.t_total for t in traces)
+    return toks / secs if secs > 0 else float("nan")
+
+
+def time_split(traces) -> dict[str, float]:
+    """Fractions of decode time in draft / verify / schedule / other (prefill counted as verify)."""
+    if isinstance(traces, Trace):
+        traces = [traces]
+    d = v = s = 0.0
+    total = 0.0
+    for t in traces:
+        total += t.t_total
+        v += t.t_prefill
+        for r in t.rounds:
+            d, v, s = d + r.t_draft, v + r.t_verify, s + r.t_schedule
+    if total <= 0:
+        return {"draft": 0.0, "verify": 0.0, "schedule": 0.0, "other": 0.0}
+    return {"draft": d / total, "verify": v / total, "schedule": s / total,
+            "other": max(0.0, 1 - (d + v + s) / total)}
+
+
+def per_domain(traces: Iterable[Trace]) -> dict[str, dict[str, float]]:
+    groups: dict[str, list[Trace]] = defaultdict(list)
+    for t in traces:
+        groups[t.meta.get("domain") or "mixed"].append(t)
+    return {d: {"tau": tau(ts), "rounds": sum(len(t.rounds) for t in ts), "requests": len(ts)}
+            for d, ts in sorted(groups.items())}
+
+
+def summary(traces) -> dict:
+    traces = [traces] if isinstance(traces, Trace) else list(traces)
+    return {"tau": tau(traces), "per_domain": per_domain(traces), "survival": survival(traces),
+            "conditional_acceptance": conditional_acceptance(traces), "tok_per_s": tokens_per_second(traces),
+            "rounds": sum(len(t.rounds) for t in traces), "time_split": time_split(traces)}

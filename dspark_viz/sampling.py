@@ -1,0 +1,84 @@
+"""Pure sampling math: distributions from logits, sampling, lossless block verification.
+
+Legend: V vocabulary, ℓ verified draft length, T temperature (0 = greedy).
+
+verify_block implements the speculative-sampling rule (Leviathan et al. 2023, Chen et al. 2023):
+accept x_k with probability min(1, p_target(x_k) / p_draft(x_k)) left to right; at the first
+rejection m < ℓ draw the bonus token from normalize(max(0, p_target − p_draft)) at slot m+1;
+after full acceptance draw it from p_target at slot ℓ+1. Greedy decoding is the special case
+where both distributions are one-hot. A committed stop token ends the round without a bonus.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+RESIDUAL_EPS = 1e-12  # residual mass below this is treated as zero (then sample from p_target)
+
+
+def probs_from_logits(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """(…, V) logits → (…, V) float32 distribution; T = 0 gives the one-hot argmax."""
+    logits = logits.float()
+    if temperature < 0:
+        raise ValueError(f"temperature must be ≥ 0, got {temperature}")
+    if temperature == 0:
+        out = torch.zeros_like(logits)
+        return out.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def sample(p: torch.Tensor, generator: torch.Generator | None = None) -> int:
+    """Draw one index from a (V,) distribution (exact argmax when it is one-hot)."""
+    if p.dim() != 1:
+        raise ValueError("sample expects a (V,) distribution")
+    if generator is not None and generator.device != p.device:
+        p = p.to(generator.device)
+    return int(torch.multinomial(p, 1, generator=generator).item())
+
+
+def residual(p_target: torch.Tensor, p_draft: torch.Tensor) -> torch.Tensor:
+    """normalize(max(0, p_target − p_draft)); falls back to p_target when the mass is ~0.  (V,)"""
+    r = (p_target - p_draft).clamp_min(0)
+    z = r.sum()
+    return p_target if float(z) <= RESIDUAL_EPS else r / z
+
+
+@dataclass
+class Verdict:
+    accepted: int              # m: number of accepted draft tokens
+    bonus: int | None          # bonus token (None if a stop token ended the round)
+    bonus_source: str          # residual | target | none
+    p_target_at: list[float]   # p_target(x_k) for the slots the target looked at (k ≤ m+1, ≤ ℓ)
+    stopped: bool              # a committed token is a stop token
+
+
+def verify_block(
+    draft_tokens: list[int],            # (ℓ,)
+    p_draft: torch.Tensor,              # (ℓ, V) the exact vectors the drafts were sampled from
+    p_target: torch.Tensor,             # (ℓ+1, V) target distribution at each slot (same T)
+    generator: torch.Generator | None = None,
+    stop_ids: frozenset[int] | set[int] = frozenset(),
+) -> Verdict:
+    ell = len(draft_tokens)
+    assert p_target.shape[0] == ell + 1 and (ell == 0 or p_draft.shape[0] == ell)
+    p_at: list[float] = []
+    for k, x in enumerate(draft_tokens):
+        pt, pd = float(p_target[k, x]), float(p_draft[k, x])
+        p_at.append(pt)
+        if pd <= 0:
+            raise ValueError(f"draft token {x} at slot {k + 1} has p_draft = 0: not sampled from p_draft")
+        ratio = pt / pd
+        if ratio < 1.0:  # accept with probability pt / pd
+            u = float(torch.rand((), generator=generator, device=_dev(generator)))
+            if u >= ratio:
+                bonus = sample(residual(p_target[k], p_draft[k]), generator)
+                return Verdict(k, bonus, "residual", p_at, bonus in stop_ids)
+        if x in stop_ids:
+            return Verdict(k + 1, None, "none", p_at, True)
+    bonus = sample(p_target[ell], generator)
+    return Verdict(ell, bonus, "target", p_at, bonus in stop_ids)
+
+
+def _dev(generator: torch.Generator | None) -> torch.device | str:
+    return generator.device if generator is not None else "cpu"

@@ -68,7 +68,7 @@ class generate_rounds:
         tgt, dr, T, g, tr = self.target, self.drafter, self.temperature, self.generator, self.trace
         feats = dr is not None and dr.needs_features
         t_start = time.perf_counter()
-        cache, out = tgt.prefill(tr.prompt_ids, features=feats)
+        cache, out = tgt.prefill(tr.prompt_ids, features=feats, last_only=True)   # logits (1, 1, V)
         x0 = sample(probs_from_logits(out.logits[0, -1], T), g)
         tr.first_token, tr.first_text = x0, tgt.token_text(x0)
         tr.t_prefill = time.perf_counter() - t_start

@@ -102,6 +102,9 @@ def resolve_model_dir(path: str | os.PathLike | None) -> tuple[Path, str]:
             return p, p.name
         if p.suffix != ".gguf":
             raise ValueError(f"{p} is not a model: expected a Hugging Face folder or a .gguf file")
+        with open(p, "rb") as f:
+            if f.read(4) != b"GGUF":
+                raise ValueError(f"{p} is not a GGUF file (it does not start with the GGUF magic bytes)")
         gguf, model_id = p, p.stem
     key = hashlib.sha256(f"{gguf.resolve()}:{gguf.stat().st_size}".encode()).hexdigest()[:10]
     out = cache_dir() / f"{model_id}-{key}"
@@ -208,14 +211,15 @@ class TargetModel:
                 hid = hs[-1]                                        # final-norm output (HF Llama)
         return TargetOutput(out.logits.float(), feats, hid)
 
-    def prefill(self, ids: list[int], features: bool = False, hidden: bool = False):
-        """(cache, TargetOutput) for a fresh sequence."""
+    def prefill(self, ids: list[int], features: bool = False, hidden: bool = False, last_only: bool = False):
+        """(cache, TargetOutput) for a fresh sequence; last_only: logits of the last position only."""
         if len(ids) == 0:
             raise ValueError("cannot prefill an empty sequence")
         if len(ids) >= self.max_context:
             raise ValueError(f"the prompt has {len(ids)} tokens; this target's context is {self.max_context}")
         cache = self.new_cache()
-        return cache, self.forward(torch.tensor([ids]), cache, features=features, hidden=hidden)
+        return cache, self.forward(torch.tensor([ids]), cache, features=features, hidden=hidden,
+                                   last_only=last_only)
 
 
 def load_target(path: str | os.PathLike | None = None, device: str | None = None,
@@ -227,8 +231,11 @@ def load_target(path: str | os.PathLike | None = None, device: str | None = None
     dt = _dtype(dtype, device)
     folder, model_id = resolve_model_dir(path)
     t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt).to(device)
+    try:
+        tok = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dt).to(device)
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
+        raise ValueError(f"could not load a causal LM with its tokenizer from {folder}: {e}") from e
     tm = TargetModel(model, tok, model_id, device, dt, feature_layers)
     tm.load_seconds = time.perf_counter() - t0
     return tm

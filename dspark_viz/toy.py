@@ -109,9 +109,10 @@ class TableTarget:
         return TargetOutput(logits[None], self._feat[ids][None] if features else None,
                             self._hid[ids][None] if hidden else None)
 
-    def prefill(self, ids: list[int], features: bool = False, hidden: bool = False):
+    def prefill(self, ids: list[int], features: bool = False, hidden: bool = False, last_only: bool = False):
         cache = self.new_cache()
-        return cache, self.forward(torch.tensor([ids]), cache, features=features, hidden=hidden)
+        return cache, self.forward(torch.tensor([ids]), cache, features=features, hidden=hidden,
+                                   last_only=last_only)
 
 
 def tiny_llama_target(vocab_size: int = 48, hidden_size: int = 32, n_layers: int = 4, seed: int = 0,

@@ -1,0 +1,125 @@
+"""Parallel draft backbone with target feature injection (the DFlash-style stage of DSpark).
+
+Legend: γ block size, n context positions, d hidden size, m fused target layers, H query heads,
+Hk key/value heads, Dh head size, N blocks in a training batch, V_d draft vocabulary.
+
+Context: H_ctx = RMSNorm(W_c [h(l1); …; h(lm)]) over committed positions (n, d). Every draft
+layer projects H_ctx with its own k/v projections and uses the result as extra keys/values.
+Block: [x0, MASK×(γ−1)] at positions anchor_pos + k, k = 0..γ−1; block queries attend
+bidirectionally to their own block and to context positions strictly before the anchor.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+def rope_cos_sin(pos: torch.Tensor, head_dim: int, theta: float):
+    """pos (…,) → cos, sin (…, Dh) in the Llama (half-rotation) layout."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=pos.device) / head_dim)
+    f = pos.float()[..., None] * inv                                   # (…, Dh/2)
+    emb = torch.cat([f, f], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x, cos, sin):
+    """x (…, T, Dh) with cos/sin (T, Dh) broadcast over heads."""
+    h = x.shape[-1] // 2
+    rot = torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+    return x * cos.to(x.dtype) + rot * sin.to(x.dtype)
+
+
+class DraftLayer(nn.Module):
+    """A Llama decoder layer whose attention also reads injected context keys/values.
+    Parameter names match HF Llama layers so the target's top layers can initialise it."""
+
+    def __init__(self, d: int, n_heads: int, n_kv: int, head_dim: int, d_ff: int, eps: float):
+        super().__init__()
+        self.H, self.Hk, self.Dh = n_heads, n_kv, head_dim
+        self.self_attn = nn.Module()
+        self.self_attn.q_proj = nn.Linear(d, n_heads * head_dim, bias=False)
+        self.self_attn.k_proj = nn.Linear(d, n_kv * head_dim, bias=False)
+        self.self_attn.v_proj = nn.Linear(d, n_kv * head_dim, bias=False)
+        self.self_attn.o_proj = nn.Linear(n_heads * head_dim, d, bias=False)
+        self.mlp = nn.Module()
+        self.mlp.gate_proj = nn.Linear(d, d_ff, bias=False)
+        self.mlp.up_proj = nn.Linear(d, d_ff, bias=False)
+        self.mlp.down_proj = nn.Linear(d_ff, d, bias=False)
+        self.input_layernorm = RMSNorm(d, eps)
+        self.post_attention_layernorm = RMSNorm(d, eps)
+
+    def kv(self, x, cos, sin):
+        """x (T, d) → k, v (Hk, T, Dh) with RoPE on k."""
+        a = self.self_attn
+        T = x.shape[0]
+        k = a.k_proj(x).view(T, self.Hk, self.Dh).transpose(0, 1)
+        v = a.v_proj(x).view(T, self.Hk, self.Dh).transpose(0, 1)
+        return apply_rope(k, cos, sin), v
+
+    def forward(self, x, cos, sin, k_ctx, v_ctx, mask, return_kv: bool = False):
+        """x (T, d) block tokens (all blocks of a batch flattened); k_ctx/v_ctx (Hk, n, Dh) context;
+        mask (T, n + T) bool, True = may attend. Returns (T, d) (and the block's own k, v)."""
+        a = self.self_attn
+        T = x.shape[0]
+        h = self.input_layernorm(x)
+        q = apply_rope(a.q_proj(h).view(T, self.H, self.Dh).transpose(0, 1), cos, sin)    # (H, T, Dh)
+        kb, vb = self.kv(h, cos, sin)                                                       # (Hk, T, Dh)
+        k = torch.cat([k_ctx, kb], dim=1)                                                   # (Hk, n+T, Dh)
+        v = torch.cat([v_ctx, vb], dim=1)
+        rep = self.H // self.Hk
+        k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)                     # (H, n+T, Dh)
+        o = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask[None, None])[0]
+        x = x + a.o_proj(o.transpose(0, 1).reshape(T, self.H * self.Dh))
+        h = self.post_attention_layernorm(x)
+        m = self.mlp
+        x = x + m.down_proj(F.silu(m.gate_proj(h)) * m.up_proj(h))
+        return (x, kb, vb) if return_kv else x
+
+
+class ParallelBackbone(nn.Module):
+    """Fuses target features, embeds [x0, MASK…], runs L draft layers, returns h (…, d)."""
+
+    def __init__(self, d: int, m: int, n_layers: int, n_heads: int, n_kv: int, head_dim: int, d_ff: int,
+                 eps: float, rope_theta: float):
+        super().__init__()
+        self.fc = nn.Linear(m * d, d, bias=False)
+        self.ctx_norm = RMSNorm(d, eps)
+        self.mask_emb = nn.Parameter(torch.zeros(d))
+        self.layers = nn.ModuleList(DraftLayer(d, n_heads, n_kv, head_dim, d_ff, eps) for _ in range(n_layers))
+        self.norm = RMSNorm(d, eps)
+        self.head_dim, self.rope_theta = head_dim, rope_theta
+
+    def fuse(self, feats):
+        """feats (n, m·d) raw target layer outputs → H_ctx (n, d)."""
+        return self.ctx_norm(self.fc(feats.to(self.fc.weight.dtype)))
+
+    def context_kv(self, h_ctx, pos):
+        """H_ctx (n, d), positions (n,) → per layer (k, v) each (Hk, n, Dh)."""
+        cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
+        return [layer.kv(h_ctx, cos, sin) for layer in self.layers]
+
+    def block_input(self, anchors, gamma: int, embed):
+        """anchors (N,) → (N·γ, d): [e(x0), MASK, …, MASK] per block."""
+        N = anchors.shape[0]
+        x = self.mask_emb.expand(N, gamma, -1).clone()
+        x[:, 0] = embed[anchors].to(x.dtype)
+        return x.reshape(N * gamma, -1)
+
+    def forward(self, x, pos, ctx_kv, mask):
+        """x (T, d) block inputs, pos (T,) positions, ctx_kv per layer, mask (T, n+T) → h (T, d)."""
+        cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
+        for layer, (kc, vc) in zip(self.layers, ctx_kv):
+            x = layer(x, cos, sin, kc, vc, mask)
+        return self.norm(x)

@@ -1,0 +1,132 @@
+"""DSpark: parallel backbone + sequential head + confidence head. DFlash-style = no heads.
+
+Legend: γ block size, V full vocabulary, V_d draft vocabulary (its most frequent tokens; p_draft
+is exactly 0 outside it, so verification stays exact), d hidden size, n context positions,
+N blocks, r head rank, k 1-based slot.
+
+Slot k (0-based k−1) of the block predicts x_k; its base logits are U_k = h_k W_vdᵀ with the
+target's frozen LM head rows W_vd; the sequential head adds B_k(x_{<k}) before temperature.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from ..config import DrafterConfig
+from ..sampling import probs_from_logits, sample
+from .backbone import ParallelBackbone
+from .base import Context, Draft, Drafter
+from .heads import ConfidenceHead, make_head
+
+DIAG_TOPK = 8
+
+
+def register_draft_vocab(module: nn.Module, vocab_ids: torch.Tensor, embed: torch.Tensor, lm_head: torch.Tensor):
+    """vocab_ids (V_d,) saved; full2draft (V,) → draft index or V_d (outside); W_vd (V_d, d) = LM head rows.
+    The target's embedding and LM head are shared frozen references, never saved with the drafter."""
+    V, vd = embed.shape[0], vocab_ids.shape[0]
+    module.register_buffer("vocab_ids", vocab_ids.long(), persistent=True)
+    f2d = torch.full((V,), vd, dtype=torch.long)
+    f2d[vocab_ids.long()] = torch.arange(vd)
+    module.register_buffer("full2draft", f2d, persistent=False)
+    module.register_buffer("W_vd", lm_head.detach()[vocab_ids.long()].clone(), persistent=False)
+    module.embed, module.lm_head = embed, lm_head
+
+
+class DSparkModel(nn.Module):
+    def __init__(self, cfg: DrafterConfig, embed: torch.Tensor, lm_head: torch.Tensor, vocab_ids: torch.Tensor):
+        super().__init__()
+        self.cfg = cfg
+        d, V = cfg.hidden_size, embed.shape[0]
+        self.backbone = ParallelBackbone(d, len(cfg.feature_layers), cfg.n_layers, cfg.n_heads, cfg.n_kv_heads,
+                                         cfg.head_dim, cfg.d_ff, cfg.rms_eps, cfg.rope_theta)
+        vd = vocab_ids.shape[0]
+        self.head = make_head(cfg.head, vd + 1, vd, cfg.rank, d)
+        self.conf = ConfidenceHead(d, cfg.rank) if cfg.confidence else None
+        if self.conf is not None and self.head is None:
+            raise ValueError("a confidence head needs a sequential head's token embedding W1")
+        register_draft_vocab(self, vocab_ids, embed, lm_head)
+
+    # -- backbone ------------------------------------------------------------------------
+    def base_logits(self, h):
+        """h (…, d) → U (…, V_d)."""
+        return h @ self.W_vd.T.to(h.dtype)
+
+    # -- inference ------------------------------------------------------------------------
+    @torch.inference_mode()
+    def begin(self, feats: torch.Tensor, ids: list[int] | None = None) -> dict:
+        st = {"kv": [(None, None)] * len(self.backbone.layers), "n": 0}
+        self.extend(st, feats)
+        return st
+
+    @torch.inference_mode()
+    def extend(self, st: dict, feats: torch.Tensor, toks: list[int] | None = None) -> None:
+        """Append committed positions' target features (t, m·d) to the context K/V caches."""
+        if feats is None or feats.shape[0] == 0:
+            return
+        dev = self.W_vd.device
+        pos = torch.arange(st["n"], st["n"] + feats.shape[0], device=dev)
+        new = self.backbone.context_kv(self.backbone.fuse(feats.to(dev)), pos)
+        st["kv"] = [(kn, vn) if k is None else (torch.cat([k, kn], 1), torch.cat([v, vn], 1))
+                    for (k, v), (kn, vn) in zip(st["kv"], new)]
+        st["n"] += feats.shape[0]
+
+    @torch.inference_mode()
+    def propose(self, st: dict, anchor: int, anchor_pos: int, temperature: float, generator, diag: bool = True):
+        g, dev = self.cfg.gamma, self.W_vd.device
+        assert st["n"] == anchor_pos, "drafter context must end right before the anchor"
+        x = self.backbone.block_input(torch.tensor([anchor], device=dev), g, self.embed)      # (γ, d)
+        pos = torch.arange(anchor_pos, anchor_pos + g, device=dev)
+        mask = torch.ones(g, st["n"] + g, dtype=torch.bool, device=dev)                      # context < anchor + block
+        h = self.backbone(x, pos, st["kv"], mask)                                             # (γ, d)
+        U = self.base_logits(h).float()                                                       # (γ, V_d)
+        V = self.full2draft.shape[0]
+        p_full = torch.zeros(g, V, device=dev)                                                # (γ, V)
+        toks, conf, diags = [], [], []
+        prev = self.full2draft[anchor].view(1)
+        state = self.head.init_state(1, dev) if self.head is not None else None
+        for k in range(g):
+            if self.head is not None:
+                b, state, e = self.head.step(prev, h[k:k + 1], state)
+                b = b[0].float()                                                              # (V_d,)
+                if self.conf is not None:
+                    conf.append(float(torch.sigmoid(self.conf(h[k:k + 1], e))))
+            else:
+                b = None
+            logits = U[k] + b if b is not None else U[k]
+            p = probs_from_logits(logits, temperature)                                        # (V_d,)
+            j = sample(p, generator)
+            tok = int(self.vocab_ids[j])
+            p_full[k, self.vocab_ids] = p
+            toks.append(tok)
+            if diag:
+                top = torch.topk(logits, DIAG_TOPK).indices
+                diags.append({"ids": self.vocab_ids[top].tolist(), "U": U[k, top].tolist(),
+                              "B": (b[top] if b is not None else torch.zeros(DIAG_TOPK)).tolist(),
+                              "chosen": tok})
+            prev = torch.tensor([j], device=dev)
+        return toks, p_full, (conf or None), (diags or None)
+
+
+class NeuralDrafter(Drafter):
+    """Adapts a drafter model (DSparkModel / EagleModel) to the decode loop's protocol."""
+    needs_features = True
+
+    def __init__(self, model, name: str, target, card: dict | None = None):
+        self.model, self.name, self.target = model.eval(), name, target
+        self.gamma = model.cfg.gamma
+        self.has_confidence = getattr(model, "conf", None) is not None
+        self.card = card or {}
+
+    def begin(self, ctx: Context):
+        return self.model.begin(ctx.features, list(ctx.prompt_ids))
+
+    def propose(self, state, anchor, anchor_pos, temperature, generator) -> Draft:
+        toks, p, conf, diags = self.model.propose(state, anchor, anchor_pos, temperature, generator)
+        if diags:
+            for dg in diags:
+                dg["tokens"] = [self.target.token_text(i) for i in dg["ids"]]
+        return Draft(tokens=toks, p_draft=p, confidence=conf, diag=diags, source="neural")
+
+    def commit(self, state, tokens, features) -> None:
+        self.model.extend(state, features, list(tokens))

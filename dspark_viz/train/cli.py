@@ -1,0 +1,53 @@
+"""`dspark-viz data` and `dspark-viz train` argument parsing (thin; the work is in data.py / trainer.py)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..config import ALGOS, TrainConfig
+from ..drafters.neural import ASSETS, SHIPPED
+
+
+def add_train_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--algo", choices=ALGOS, required=True)
+    ap.add_argument("--data", default=None, help="feature cache (default: $DSPARK_CACHE/data/train)")
+    ap.add_argument("--run-dir", default=None, help="checkpoints + log (default: $DSPARK_CACHE/runs/ALGO)")
+    ap.add_argument("--out", default=None, help="exported drafter (default: assets/drafters/NAME.json)")
+    ap.add_argument("--steps", type=int, default=TrainConfig.steps)
+    ap.add_argument("--minutes", type=float, default=None, help="stop after this long (resumable)")
+    ap.add_argument("--lr", type=float, default=TrainConfig.lr)
+    ap.add_argument("--blocks-per-seq", type=int, default=TrainConfig.blocks_per_seq)
+    ap.add_argument("--seqs-per-step", type=int, default=TrainConfig.seqs_per_step)
+    ap.add_argument("--ckpt-every", type=int, default=TrainConfig.ckpt_every)
+    ap.add_argument("--n-layers", type=int, default=None)
+    ap.add_argument("--draft-vocab", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None)
+
+
+def run_train(a: argparse.Namespace) -> None:
+    import torch
+
+    from ..target import cache_dir, load_target
+    from .trainer import train
+
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    target = load_target(device="cpu" if not torch.cuda.is_available() else None, dtype="fp32")
+    tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
+                     ckpt_every=a.ckpt_every)
+    over = {k: v for k, v in (("n_layers", a.n_layers), ("draft_vocab", a.draft_vocab)) if v is not None}
+    data = Path(a.data) if a.data else cache_dir() / "data" / "train"
+    run_dir = Path(a.run_dir) if a.run_dir else cache_dir() / "runs" / a.algo
+    out = Path(a.out) if a.out else ASSETS / f"{SHIPPED[a.algo]}.json"
+    train(target, a.algo, data, run_dir, out, tc, minutes=a.minutes, cfg_overrides=over)
+    print(f"exported {out}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="dspark-viz train", description="train one drafter (resumable)")
+    add_train_args(ap)
+    run_train(ap.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,263 @@
+"""Training loop for every drafter algorithm, on cached target features; resumable.
+
+Legend: n sequence length, P prompt length, N anchors (blocks) per sequence, γ block size,
+d hidden size, V_d draft vocabulary, k 1-based slot.
+
+Anchors are sampled inside the assistant span (P ≤ p ≤ n−2); block slot k predicts x_{p+k}
+with the teacher-forced previous token x_{p+k−1}; the target distribution for slot k comes from
+the cached final-norm hidden state at position p+k−1. The same data, steps and optimiser for
+every algorithm: dspark (Markov), dspark-rnn, dflash (no heads, CE only), eagle (unrolled γ steps).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ..config import DrafterConfig, TrainConfig
+from ..drafters.neural import build_model, init_from_target, save_drafter
+from .losses import drafter_loss, position_weights, target_probs, valid_prefix
+
+
+class FeatureStore:
+    """All cached sequences in memory: ids (n,), feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,)."""
+
+    def __init__(self, feat_dir: str | Path, limit: int | None = None):
+        from safetensors import safe_open
+
+        feat_dir = Path(feat_dir)
+        idx_path = feat_dir / "index.json"
+        if not idx_path.exists():
+            raise FileNotFoundError(f"no feature cache at {feat_dir}: run `dspark-viz data` first")
+        self.index = json.loads(idx_path.read_text())
+        self.seqs: list[dict] = []
+        for shard in self.index["shards"]:
+            with safe_open(str(feat_dir / shard), "pt") as f:
+                for m in json.loads(f.metadata()["index"]):
+                    if m["n"] - m["prompt_len"] < 3:
+                        continue
+                    k = m["id"]
+                    self.seqs.append(dict(m, ids=f.get_tensor(f"{k}.ids").long(), feats=f.get_tensor(f"{k}.feats"),
+                                          hidden=f.get_tensor(f"{k}.hidden"), lse=f.get_tensor(f"{k}.lse")))
+                    if limit and len(self.seqs) >= limit:
+                        return
+
+    def split(self, val_frac: float = 0.03) -> tuple[list[dict], list[dict]]:
+        """Deterministic split by id hash."""
+        val = [s for s in self.seqs if (int(s["id"]) * 2654435761) % 1000 < val_frac * 1000]
+        ids = {s["id"] for s in val}
+        return [s for s in self.seqs if s["id"] not in ids], val
+
+    def n_tokens(self) -> int:
+        return sum(s["n"] - s["prompt_len"] for s in self.seqs)
+
+
+def build_draft_vocab(seqs: list[dict], size: int, must: set[int] | frozenset[int] = frozenset()) -> torch.Tensor:
+    """The `size` most frequent response tokens (plus stop ids), sorted → (V_d,)."""
+    cnt = Counter()
+    for s in seqs:
+        cnt.update(s["ids"][s["prompt_len"]:].tolist())
+    keep = list(must) + [t for t, _ in cnt.most_common(size + len(must)) if t not in must]
+    return torch.tensor(sorted(keep[:size]))
+
+
+def _anchors(s: dict, n_blocks: int, gen: torch.Generator) -> torch.Tensor:
+    lo, hi = s["prompt_len"], s["n"] - 2
+    perm = torch.randperm(hi - lo + 1, generator=gen)[:n_blocks] + lo
+    return perm.sort().values                                                           # (N,)
+
+
+def _labels(model, s, anchors, gamma):
+    n = s["n"]
+    lab_pos = anchors[:, None] + torch.arange(1, gamma + 1)                             # (N, γ)
+    valid = lab_pos <= n - 1
+    lp = lab_pos.clamp(max=n - 1)
+    ids = s["ids"]
+    vd = model.vocab_ids.numel()
+    lab = model.full2draft[ids[lp]]
+    lab = torch.where(lab == vd, torch.full_like(lab, -1), lab)                          # −1: outside V_d
+    prev = model.full2draft[ids[lp - 1]]                                                  # teacher-forced x_{k−1}
+    p_t = target_probs(s["hidden"][lp - 1], s["lse"][lp - 1], model.W_vd)                # (N, γ, V_d)
+    return lab, prev, p_t, valid_prefix(valid)
+
+
+def dspark_forward(model, s: dict, anchors: torch.Tensor):
+    """→ logits (N, γ, V_d), conf logits (N, γ) or None, labels, p_t, mask."""
+    bb, g = model.backbone, model.cfg.gamma
+    N, ctx_n = anchors.shape[0], int(anchors.max())
+    ctx_kv = bb.context_kv(bb.fuse(s["feats"][:ctx_n].float()), torch.arange(ctx_n))
+    x = bb.block_input(s["ids"][anchors], g, model.embed)                               # (N·γ, d)
+    pos = (anchors[:, None] + torch.arange(g)).reshape(-1)
+    a_rep = anchors.repeat_interleave(g)
+    blk = torch.arange(N).repeat_interleave(g)
+    mask = torch.cat([torch.arange(ctx_n)[None, :] < a_rep[:, None],                    # context < anchor
+                      blk[:, None] == blk[None, :]], 1)                                  # own block only
+    h = bb(x, pos, ctx_kv, mask).view(N, g, -1)                                          # (N, γ, d)
+    U = model.base_logits(h)
+    lab, prev, p_t, m = _labels(model, s, anchors, g)
+    conf = None
+    if model.head is None:
+        return U, conf, lab, p_t, m
+    if model.head.kind == "markov":
+        e = model.head.W1(prev)                                                         # (N, γ, r)
+        B = model.head.W2(e)
+    else:
+        state, bs, es = model.head.init_state(N), [], []
+        for k in range(g):
+            b, state, e_k = model.head.step(prev[:, k], h[:, k], state)
+            bs.append(b)
+            es.append(e_k)
+        B, e = torch.stack(bs, 1), torch.stack(es, 1)
+    if model.conf is not None:
+        conf = model.conf(h.reshape(N * g, -1), e.reshape(N * g, -1)).view(N, g)
+    return U + B, conf, lab, p_t, m
+
+
+def eagle_forward(model, s: dict, anchors: torch.Tensor):
+    """Training-time test: unroll the γ draft steps exactly as at inference."""
+    g, n = model.cfg.gamma, s["n"]
+    ids = s["ids"]
+    F_ = model.fuse(s["feats"][: n - 1].float())                                         # (n−1, d)
+    x = model.step_input(F_, ids[1:n])                                                   # entry j: (f_j, x_{j+1})
+    T = n - 1
+    Hk, Dh = model.cfg.n_kv_heads, model.cfg.head_dim
+    empty = torch.zeros(Hk, 0, Dh)
+    g_ctx, Kc, Vc = model.run(x, torch.arange(T), empty, empty, torch.ones(T, T, dtype=torch.bool).tril())
+    N = anchors.shape[0]
+    outs = [g_ctx[anchors - 1]]                                                          # step 1 (N, d)
+    Kb, Vb = [], []
+    for t in range(2, g + 1):
+        tok = ids[(anchors + t - 1).clamp(max=n - 1)]
+        xin = model.step_input(outs[-1], tok)                                            # (N, d)
+        pos = anchors + t - 2
+        k_prev = torch.cat([Kc] + Kb, 1)
+        v_prev = torch.cat([Vc] + Vb, 1)
+        ctx_ok = torch.arange(T)[None, :] <= (anchors - 1)[:, None]                       # (N, T)
+        blk = torch.arange(N)
+        prev_ok = [blk[:, None] == blk[None, :]] * len(Kb)                               # earlier steps, same block
+        own = torch.eye(N, dtype=torch.bool)
+        mask = torch.cat([ctx_ok] + prev_ok + [own], 1)
+        o, k, v = model.run(xin, pos, k_prev, v_prev, mask)
+        outs.append(o)
+        Kb.append(k)
+        Vb.append(v)
+    h = torch.stack(outs, 1)                                                             # (N, γ, d)
+    lab, prev, p_t, m = _labels(model, s, anchors, g)
+    return model.base_logits(h), None, lab, p_t, m
+
+
+def loss_weights(algo: str, tc: TrainConfig) -> dict:
+    if algo == "dflash":
+        return dict(w_ce=1.0, w_l1=0.0, w_conf=0.0)
+    return dict(w_ce=tc.w_ce, w_l1=tc.w_l1, w_conf=tc.w_conf if algo.startswith("dspark") else 0.0)
+
+
+def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator):
+    fwd = eagle_forward if model.cfg.algo == "eagle" else dspark_forward
+    w = position_weights(model.cfg.gamma, tc.decay)
+    total, stats = 0.0, []
+    for s in seqs:
+        anchors = _anchors(s, tc.blocks_per_seq, gen)
+        logits, conf, lab, p_t, m = fwd(model, s, anchors)
+        loss, st = drafter_loss(logits, lab, p_t, m, w, conf, **loss_weights(model.cfg.algo, tc))
+        total = total + loss / len(seqs)
+        stats.append(st)
+    return total, {k: sum(d[k] for d in stats) / len(stats) for k in stats[0]}
+
+
+def lr_at(step: int, tc: TrainConfig) -> float:
+    if step < tc.warmup:
+        return tc.lr * (step + 1) / tc.warmup
+    prog = (step - tc.warmup) / max(1, tc.steps - tc.warmup)
+    return tc.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, prog))))
+
+
+@torch.no_grad()
+def evaluate(model, val: list[dict], tc: TrainConfig, n: int = 48) -> dict:
+    gen = torch.Generator().manual_seed(1234)
+    _, st = batch_loss(model, val[:n], tc, gen)
+    return st
+
+
+def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,
+          tc: TrainConfig = TrainConfig(), minutes: float | None = None, cfg_overrides: dict | None = None,
+          store: FeatureStore | None = None, log=print) -> Path:
+    """Train (or resume) one drafter; exports safetensors + card to `out` at every checkpoint."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    store = store or FeatureStore(feat_dir)
+    tr, val = store.split()
+    ckpt_path = run_dir / "ckpt.pt"
+    torch.manual_seed(tc.seed)
+    ck = torch.load(ckpt_path, weights_only=True) if ckpt_path.exists() else None
+    if ck is not None:
+        cfg = DrafterConfig.from_dict(json.loads(ck["cfg"]))
+        vocab_ids = ck["vocab_ids"]
+    else:
+        cfg = DrafterConfig.for_target(target, algo, **(cfg_overrides or {}))
+        vocab_ids = build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids))
+    model = build_model(cfg, target, vocab_ids)
+    if ck is None and cfg.init_from_target:
+        init_from_target(model, target)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay)
+    step, elapsed, seen = 0, 0.0, 0
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["opt"])
+        step, elapsed, seen = int(ck["step"]), float(ck["elapsed"]), int(ck["positions"])
+        log(f"resumed {algo} at step {step} ({elapsed / 60:.1f} min trained)")
+    gen = torch.Generator().manual_seed(tc.seed * 7919 + step)
+    logf = open(run_dir / "log.jsonl", "a")
+    t_start, bar = time.perf_counter(), tqdm(total=tc.steps, initial=step, desc=f"train {algo}", unit="step")
+    card_train = dict(data_sequences=len(tr), data_tokens=sum(s["n"] - s["prompt_len"] for s in tr),
+                      recipe=asdict(tc))
+
+    def save():
+        nonlocal elapsed
+        el = elapsed + time.perf_counter() - t_start
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": el,
+                    "positions": seen, "cfg": json.dumps(cfg.to_dict()), "vocab_ids": vocab_ids},
+                   str(ckpt_path) + ".tmp")
+        Path(str(ckpt_path) + ".tmp").replace(ckpt_path)
+        if out is not None:
+            ev = evaluate(model, val, tc)
+            save_drafter(model, target, out, {"train": dict(card_train, steps=step, minutes=round(el / 60, 1),
+                                                            positions=seen, positions_per_s=round(seen / max(el, 1e-9))),
+                                              "val": ev})
+            logf.write(json.dumps({"step": step, "val": ev}) + "\n")
+            logf.flush()
+            return ev
+
+    model.train()
+    while step < tc.steps:
+        if minutes is not None and time.perf_counter() - t_start > minutes * 60:
+            break
+        for gp in opt.param_groups:
+            gp["lr"] = lr_at(step, tc)
+        idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
+        loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        seen += tc.seqs_per_step * tc.blocks_per_seq * cfg.gamma
+        bar.update(1)
+        bar.set_postfix(loss=f"{st['loss']:.3f}", tau=f"{st['tau_est']:.2f}", acc1=f"{st['acc1']:.2f}")
+        if step % 10 == 0:
+            logf.write(json.dumps({"step": step, "lr": lr_at(step, tc), **st}) + "\n")
+            logf.flush()
+        if step % tc.ckpt_every == 0:
+            ev = save()
+            log(f"step {step}: val {ev}")
+    bar.close()
+    save()
+    logf.close()
+    return ckpt_path

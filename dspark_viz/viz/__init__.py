@@ -1,0 +1,21 @@
+"""Charts and token HTML for dspark_viz: Trace / DataFrame / Schedule in, altair chart (or HTML str) out.
+
+No algorithm lives here: numbers come from metrics, calibration, scheduler and engine.
+"""
+from .acceptance import acceptance_chart, acceptance_frame, tau_frame, tau_table_chart
+from .calibration import reliability_diagram, reliability_frame, threshold_sweep_chart
+from .export import enable_notebook_renderer, mime_bundle, save_png, save_svg, to_html, to_png, to_svg
+from .logits import logit_decomposition, logit_frame
+from .rounds import round_frame, round_view
+from .serving import admission_path_chart, budget_chart, chosen_lengths_chart, frontier_chart, sps_chart, sps_frame
+from .tokens import legend_html, strip_frame, token_strip_chart, token_strip_html
+
+__all__ = [
+    "token_strip_html", "token_strip_chart", "strip_frame", "legend_html",
+    "round_view", "round_frame",
+    "acceptance_chart", "acceptance_frame", "tau_table_chart", "tau_frame",
+    "logit_decomposition", "logit_frame",
+    "reliability_diagram", "reliability_frame", "threshold_sweep_chart",
+    "sps_chart", "sps_frame", "admission_path_chart", "chosen_lengths_chart", "frontier_chart", "budget_chart",
+    "to_svg", "to_png", "save_png", "save_svg", "to_html", "mime_bundle", "enable_notebook_renderer",
+]

@@ -1,0 +1,196 @@
+"""Serving-side pictures: the engine cost model, Algorithm 1's admission path, and the policy sweeps.
+
+Legend: B tokens in one verify forward, SPS(B) engine steps/s, R concurrent requests, r request, j position,
+a_{r,j} prefix survival, τ expected committed tokens, Θ = τ·SPS(B) expected throughput, ℓ_r chosen length.
+Numbers come from ``dspark_viz.engine`` (profiles, sweeps) and ``dspark_viz.scheduler`` (Schedule).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ..engine import SPSProfile
+from ..scheduler import Schedule
+from .style import ADMIT_COLORS, OKABE_ITO, POLICY_COLORS, series_scale
+
+
+# -- SPS profiles -----------------------------------------------------------------------------------
+def sps_frame(profiles: Sequence[SPSProfile], bmax: int | None = None):
+    """(profile, B, sps, step_ms) at every integer B up to bmax (default: the largest table batch, ≤ 512)."""
+    import numpy as np
+    import pandas as pd
+
+    top = bmax or min(512, max(p.batch[-1] for p in profiles))
+    grid = np.unique(np.round(np.geomspace(1, top, 96)).astype(int))          # smooth parts, log-spaced
+    edges = [x for p in profiles for b in p.batch for x in (b - 1, b, b + 1)]  # keep staircase corners
+    B = np.array(sorted({int(x) for x in [*grid, *edges] if 1 <= x <= top}))
+    frames = [pd.DataFrame({"profile": p.name, "B": B, "sps": np.asarray(p(B), dtype=float),
+                            "step_ms": 1000 * np.asarray(p.step_time(B), dtype=float)}) for p in profiles]
+    return pd.concat(frames, ignore_index=True)
+
+
+def sps_chart(profiles: Sequence[SPSProfile] | SPSProfile, bmax: int | None = None, width: int = 420,
+              height: int = 220):
+    """Engine steps per second vs tokens per forward B (log x), one line per profile."""
+    import altair as alt
+
+    profiles = [profiles] if isinstance(profiles, SPSProfile) else list(profiles)
+    df = sps_frame(profiles, bmax)
+    names = [p.name for p in profiles]
+    return alt.Chart(df).mark_line(strokeWidth=2, interpolate="linear").encode(
+        x=alt.X("B:Q", scale=alt.Scale(type="log", base=2), title="tokens per verify forward B (log scale)"),
+        y=alt.Y("sps:Q", title="engine steps / second SPS(B)", scale=alt.Scale(zero=True)),
+        color=alt.Color("profile:N", scale=series_scale(names), title="profile"),
+        tooltip=[alt.Tooltip("profile:N"), alt.Tooltip("B:Q"), alt.Tooltip("sps:Q", format=".1f"),
+                 alt.Tooltip("step_ms:Q", format=".2f", title="ms / step")],
+    ).properties(width=width, height=height, title=alt.Title(
+        "Engine cost model", subtitle="extra verify tokens are free until the hardware saturates, "
+                                      "then every token slows every request"))
+
+
+# -- one schedule ---------------------------------------------------------------------------------------
+def _sched_parts(schedule: Schedule | Mapping[str, Any]) -> tuple[list[dict], int | None, dict, list[int]]:
+    if isinstance(schedule, Schedule):
+        return list(schedule.path), schedule.stop_at, dict(schedule.info), list(schedule.lengths)
+    return (list(schedule.get("path") or []), schedule.get("stop_at"), dict(schedule.get("info") or {}),
+            list(schedule.get("lengths") or []))
+
+
+def admission_path_chart(schedule: Schedule | Mapping[str, Any], max_candidates: int | None = 120,
+                         tail: int = 15, width: int = 460):
+    """Algorithm 1, step by step: candidates (r, j) sorted by a_{r,j} (bottom), Θ if admitted so far (top),
+    the start level Θ0 = R·SPS(R), and the stop point — the first candidate that did not raise Θ.
+
+    ``schedule``: a scheduler.Schedule (explain=True) or a Round.schedule dict (lengths, path, stop_at).
+    Drawn: the path up to the stop plus ``tail`` rejected candidates, at most ``max_candidates``.
+    """
+    import altair as alt
+    import pandas as pd
+
+    path, stop, info, _ = _sched_parts(schedule)
+    if not path:
+        return alt.Chart(pd.DataFrame({"msg": ["no admission path: this policy does not sort candidates"]})) \
+            .mark_text(fontSize=13).encode(text="msg:N").properties(width=width, height=40)
+    n_show = len(path) if stop is None else min(len(path), stop + 1 + tail)
+    shown = path[: n_show if max_candidates is None else min(n_show, max_candidates)]
+    df = pd.DataFrame(shown)
+    df["step"] = range(1, len(df) + 1)
+    df["cand"] = [f"r{r}·j{j}" for r, j in zip(df.r, df.j)]
+    df["state"] = ["admitted" if a else "not admitted" for a in df.admitted]
+    df["is_stop"] = [stop is not None and i == stop for i in range(len(df))]
+    color = alt.Color("state:N", title=None, scale=alt.Scale(domain=list(ADMIT_COLORS),
+                                                             range=list(ADMIT_COLORS.values())))
+    x = alt.X("step:Q", title=None, scale=alt.Scale(domain=[0.5, len(df) + 0.5], nice=False),
+              axis=alt.Axis(format="d", tickMinStep=1))
+    tips = [alt.Tooltip("step:Q", title="#"), alt.Tooltip("cand:N", title="request·position"),
+            alt.Tooltip("a:Q", format=".3f", title="survival a_r,j"), alt.Tooltip("B:Q", title="B if admitted"),
+            alt.Tooltip("tau:Q", format=".2f", title="τ if admitted"),
+            alt.Tooltip("theta:Q", format=",.1f", title="Θ if admitted"), alt.Tooltip("state:N")]
+    base = alt.Chart(df).encode(x=x, tooltip=tips)
+    theta_y = alt.Y("theta:Q", title="Θ = τ·SPS(B) (tokens/s)", scale=alt.Scale(zero=False))
+    top_layers = [base.mark_line(color="#555555", strokeWidth=1.5).encode(y=theta_y),
+                  base.mark_point(filled=True, size=45).encode(y=theta_y, color=color)]
+    theta0 = info.get("theta0")
+    if theta0 is not None:
+        t0 = pd.DataFrame({"theta0": [theta0], "label": [f"start: Θ0 = R·SPS(R) = {theta0:,.0f}"]})
+        tb = alt.Chart(t0).encode(y=alt.Y("theta0:Q"))
+        top_layers += [tb.mark_rule(strokeDash=[4, 3], color="#777777"),
+                       tb.mark_text(align="right", x=width - 4, dy=-6, fontSize=10, color="#555555")
+                       .encode(text="label:N")]
+    if df.is_stop.any():
+        sb = base.transform_filter("datum.is_stop")
+        top_layers += [sb.mark_point(shape="circle", size=260, strokeWidth=2.5, color=OKABE_ITO["vermillion"],
+                                     filled=False).encode(y=theta_y),
+                       sb.mark_rule(color=OKABE_ITO["vermillion"], strokeDash=[2, 2]),
+                       sb.mark_text(align="right" if stop > 0.6 * len(df) else "left",
+                                    dx=-12 if stop > 0.6 * len(df) else 12, dy=-12, fontSize=11, fontWeight="bold",
+                                    color=OKABE_ITO["vermillion"], text="stop: Θ did not improve").encode(y=theta_y)]
+    top = alt.layer(*top_layers).properties(width=width, height=170)
+    bottom = base.transform_calculate(s0="datum.step - 0.4", s1="datum.step + 0.4").mark_bar(
+        stroke="#333333", strokeWidth=0.4).encode(
+        x=alt.X("s0:Q", scale=alt.Scale(domain=[0.5, len(df) + 0.5], nice=False),
+                title="candidate in sorted order (highest survival first)", axis=alt.Axis(format="d")),
+        x2="s1:Q", y=alt.Y("a:Q", title="survival a_r,j", scale=alt.Scale(domain=[0, 1])), y2=alt.datum(0),
+        color=color,
+    ).properties(width=width, height=110)
+    n_adm = sum(bool(p["admitted"]) for p in path)
+    more = f" (first {len(df)} shown)" if len(df) < len(path) else ""
+    return alt.vconcat(top, bottom, spacing=6).resolve_scale(color="shared").properties(title=alt.Title(
+        f"Admission path of Algorithm 1: {n_adm} of {len(path)} candidates admitted{more}",
+        subtitle="admit candidates while the expected throughput Θ keeps rising; stop at the first that does not"))
+
+
+def chosen_lengths_chart(schedule: Schedule | Mapping[str, Any], gamma: int | None = None, width: int = 460,
+                         height: int = 160):
+    """Bars: verification length ℓ_r chosen for each request r (title: B, τ̂, Θ of the schedule)."""
+    import altair as alt
+    import pandas as pd
+
+    _, _, _, lengths = _sched_parts(schedule)
+    df = pd.DataFrame({"r": range(len(lengths)), "ell": lengths})
+    g = gamma or (max(lengths) if lengths else 1)
+    sub = ""
+    if isinstance(schedule, Schedule):
+        sub = (f"B = {schedule.B} verify tokens · expected commits {schedule.tau:.1f} (all requests) · "
+               f"Θ = {schedule.theta_best:,.0f} tok/s")
+        if schedule.info.get("profile"):
+            sub += f" · profile {schedule.info['profile']}"
+    R = len(lengths)
+    return alt.Chart(df).mark_bar(color=OKABE_ITO["blue"], stroke="#333333", strokeWidth=0.4 if R <= 64 else 0).encode(
+        x=alt.X("r:O", title=f"request r (R = {R})",
+                axis=alt.Axis(labels=R <= 32, ticks=R <= 32, labelAngle=0)),
+        y=alt.Y("ell:Q", title="ℓ_r verified drafts", scale=alt.Scale(domain=[0, g]),
+                axis=alt.Axis(values=list(range(0, g + 1)), format="d")),
+        tooltip=[alt.Tooltip("r:O", title="request"), alt.Tooltip("ell:Q", title="ℓ")],
+    ).properties(width=width, height=height, title=alt.Title(
+        f"Chosen verification lengths (mean ℓ = {sum(lengths) / max(1, R):.2f})", subtitle=sub))
+
+
+# -- policy sweeps (engine.sweep frames) -----------------------------------------------------------------
+def frontier_chart(sweep_df, width: int = 420, height: int = 280):
+    """Throughput vs per-user speed, one curve per policy, points labelled by R (paper Fig. 7)."""
+    import altair as alt
+
+    policies = list(dict.fromkeys(sweep_df.policy))
+    base = alt.Chart(sweep_df).encode(
+        x=alt.X("per_user:Q", title="per-user speed (tokens/s per request)", scale=alt.Scale(zero=False)),
+        y=alt.Y("throughput:Q", title="total throughput (tokens/s)", scale=alt.Scale(zero=False)),
+        color=alt.Color("policy:N", scale=series_scale(policies, POLICY_COLORS), title="policy"),
+        order=alt.Order("R:Q"),
+        tooltip=[alt.Tooltip("policy:N"), alt.Tooltip("R:Q"), alt.Tooltip("throughput:Q", format=",.0f"),
+                 alt.Tooltip("per_user:Q", format=",.1f"), alt.Tooltip("mean_budget:Q", format=".2f",
+                                                                         title="mean ℓ"),
+                 alt.Tooltip("tau:Q", format=".2f", title="τ")],
+    )
+    lines = base.mark_line(strokeWidth=2)
+    points = base.mark_point(filled=True, size=40).encode(shape=alt.Shape("policy:N", title="policy"))
+    lab = "hardware-aware" if "hardware-aware" in policies else (policies[0] if policies else "")
+    labels = base.transform_filter(f"datum.policy == '{_esc(lab)}'") \
+        .mark_text(dx=7, dy=-7, fontSize=9, color="#555555").encode(text=alt.Text("R:Q", format="d"),
+                                                                       color=alt.value("#555555"))
+    return (lines + points + labels).properties(width=width, height=height, title=alt.Title(
+        "Throughput–latency frontier", subtitle=f"each point is one concurrency R (numbers on {lab}); "
+                                                "up and right is better — paper Fig. 7"))
+
+
+def budget_chart(sweep_df, width: int = 420, height: int = 240):
+    """Mean verification budget ℓ per request vs concurrency R (log x), per policy (paper Fig. 8)."""
+    import altair as alt
+
+    policies = list(dict.fromkeys(sweep_df.policy))
+    base = alt.Chart(sweep_df).encode(
+        x=alt.X("R:Q", scale=alt.Scale(type="log", base=2), title="concurrent requests R (log scale)",
+                axis=alt.Axis(format="d")),
+        y=alt.Y("mean_budget:Q", title="mean verified drafts ℓ per request", scale=alt.Scale(zero=True)),
+        color=alt.Color("policy:N", scale=series_scale(policies, POLICY_COLORS), title="policy"),
+        tooltip=[alt.Tooltip("policy:N"), alt.Tooltip("R:Q"), alt.Tooltip("mean_budget:Q", format=".2f",
+                                                                         title="mean ℓ")],
+    )
+    return (base.mark_line(strokeWidth=2) + base.mark_point(filled=True, size=40).encode(
+        shape=alt.Shape("policy:N", title="policy"))).properties(width=width, height=height, title=alt.Title(
+            "Verification budget shrinks as the engine fills up",
+            subtitle="fixed policies keep ℓ constant; the hardware-aware scheduler spends less at high load "
+                     "— paper Fig. 8"))
+
+
+def _esc(s: str) -> str:
+    return str(s).replace("\\", "\\\\").replace("'", "\\'")

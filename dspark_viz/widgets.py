@@ -1,0 +1,387 @@
+"""ipywidgets panels over the library: a live decoder, a scheduler playground, a calibration explorer.
+
+No math lives here: decoding is ``decode.generate_rounds``, scheduling ``scheduler.HardwareAware``,
+calibration ``calibration.fit_sts`` / ``calibration_report``, pictures ``dspark_viz.viz``. ipywidgets is
+imported lazily (only when a panel is built).
+
+Every panel exposes ``.widget`` (the root container to display) and plain methods (``step``, ``run``,
+``set_load``, ``set_profile``, ``set_sts``, ``set_position``) that work without a display, so notebooks,
+tests and scripts drive them the same way. Charts are shown through an Output widget holding the
+Vega-Lite v5 mime bundle (``viz.mime_bundle``), which JupyterLab renders offline; the last chart of each
+view is also kept as an attribute (``round_chart``, ``lengths_chart``, ``chart`` …).
+
+Engine load in the decode panel. Algorithm 1 decides ℓ for a *batch*: with R concurrent requests the
+verify budget is shared. The decode panel serves one request, so for R > 1 it adds R − 1 background
+requests whose confidences replay ``background`` (recorded c_k rows; a small synthetic set by default),
+tiled deterministically — ``LoadedPolicy`` below. Only our request's ℓ is used (decode.py takes
+``lengths[0]``); the Schedule kept in each Round shows the whole batch's admission path.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any, Mapping, Sequence
+
+from .engine import SPSProfile, gpu_like, jagged
+from .scheduler import FixedLength, HardwareAware, Policy, Schedule
+
+# A few confidence rows c_1..c_7 in the range a trained head produces (used when no recording is given)
+SYNTHETIC_BACKGROUND = (
+    (0.92, 0.88, 0.85, 0.80, 0.76, 0.72, 0.68),
+    (0.80, 0.70, 0.62, 0.55, 0.50, 0.45, 0.40),
+    (0.96, 0.93, 0.90, 0.88, 0.85, 0.82, 0.80),
+    (0.60, 0.50, 0.42, 0.35, 0.30, 0.27, 0.25),
+    (0.85, 0.80, 0.72, 0.65, 0.60, 0.52, 0.48),
+)
+
+
+def _w():
+    import ipywidgets
+
+    return ipywidgets
+
+
+def tile_requests(confidences: Sequence[Sequence[float]], R: int) -> list[list[float]]:
+    """R confidence rows: the recorded rows repeated in order (deterministic, no sampling)."""
+    if R < 0:
+        raise ValueError(f"R must be ≥ 0, got {R}")
+    if R and not confidences:
+        raise ValueError("no confidence rows to tile")
+    return [list(confidences[i % len(confidences)]) for i in range(R)]
+
+
+def _profile_dict(profiles) -> dict[str, SPSProfile]:
+    if profiles is None:
+        return {"gpu-like": gpu_like(), "jagged": jagged()}
+    if isinstance(profiles, SPSProfile):
+        return {profiles.name: profiles}
+    if isinstance(profiles, Mapping):
+        return dict(profiles)
+    return {p.name: p for p in profiles}
+
+
+def _show(out, chart) -> None:
+    """Replace an Output widget's content with one chart (works with or without a kernel)."""
+    from .viz import mime_bundle
+
+    out.outputs = ({"output_type": "display_data", "data": mime_bundle(chart), "metadata": {}},)
+
+
+class LoadedPolicy(Policy):
+    """Algorithm 1 for request 0 of a batch of R: requests 1..R−1 replay ``background`` rows.
+
+    Not a new algorithm: it only builds the batch and calls ``inner.choose`` (HardwareAware by default).
+    ``R`` may be changed between rounds.
+    """
+    needs_confidence = True
+
+    def __init__(self, R: int = 1, background: Sequence[Sequence[float]] = SYNTHETIC_BACKGROUND,
+                 inner: Policy | None = None):
+        self.R, self.background = int(R), [list(map(float, c)) for c in background]
+        self.inner = inner or HardwareAware()
+        self.lossless = self.inner.lossless
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}@R={self.R}"
+
+    def choose(self, conf, sps=None, *, explain: bool = True) -> Schedule:
+        batch = list(conf) + tile_requests(self.background, max(0, self.R - len(conf)))
+        return self.inner.choose(batch, sps, explain=explain)
+
+
+# -- live decoding ---------------------------------------------------------------------------------------
+class DecodePanel:
+    """Prompt → speculative decoding one round at a time: the token strip and the round view update
+    after every round. Changing prompt, drafter or temperature starts a new request; load R and the
+    profile apply from the next round on."""
+
+    def __init__(self, target, drafters: Mapping[str, Any], profiles=None, *, prompt: str = "",
+                 calibrations: Mapping[str, Any] | None = None, background=None, max_new_tokens: int = 64,
+                 seed: int = 0, temperature: float = 0.0, max_load: int = 256):
+        from .decode import generate_rounds  # torch only when a panel is built
+
+        W = _w()
+        self._generate_rounds = generate_rounds
+        if not drafters:
+            raise ValueError("give at least one drafter")
+        self.target, self.drafters = target, dict(drafters)
+        self.profiles = _profile_dict(profiles)
+        self.calibrations = dict(calibrations or {})
+        self.background = [list(c) for c in (background or SYNTHETIC_BACKGROUND)]
+        self.max_new_tokens, self.seed = int(max_new_tokens), int(seed)
+
+        self.prompt = W.Textarea(value=prompt, description="prompt", layout=W.Layout(width="100%", height="70px"))
+        self.drafter = W.Dropdown(options=list(self.drafters), description="drafter")
+        self.temperature = W.FloatSlider(value=float(temperature), min=0.0, max=2.0, step=0.1,
+                                         description="temperature", readout_format=".1f")
+        self.load = W.IntSlider(value=1, min=1, max=int(max_load), description="load R",
+                                tooltip="concurrent requests sharing the verify budget")
+        self.profile = W.Dropdown(options=list(self.profiles), description="SPS profile")
+        self.step_button = W.Button(description="Step", icon="step-forward", tooltip="one draft → verify round")
+        self.run_button = W.Button(description="Run", icon="play", button_style="primary",
+                                   tooltip="decode to the end")
+        self.reset_button = W.Button(description="Reset", icon="refresh")
+        self.status = W.HTML()
+        self.strip = W.HTML()
+        self.round_out = W.Output()
+        self.schedule_out = W.Output()
+        self.widget = W.VBox([
+            self.prompt,
+            W.HBox([self.drafter, self.temperature]),
+            W.HBox([self.load, self.profile]),
+            W.HBox([self.step_button, self.run_button, self.reset_button]),
+            self.status, self.strip,
+            W.Tab(children=[self.round_out, self.schedule_out], titles=("round view", "admission path")),
+        ])
+        self.step_button.on_click(lambda _: self.step())
+        self.run_button.on_click(lambda _: self.run())
+        self.reset_button.on_click(lambda _: self.reset())
+        for w in (self.prompt, self.drafter, self.temperature):
+            w.observe(lambda _: self.reset(), names="value")
+        self.load.observe(lambda ch: self._apply_load(), names="value")
+        self.profile.observe(lambda ch: self._apply_profile(), names="value")
+        self.round_chart = self.schedule_chart = None
+        self.reset()
+
+    # -- state ----------------------------------------------------------------------------------------
+    @property
+    def trace(self):
+        return self._rounds.trace if self._rounds is not None else None
+
+    def reset(self) -> None:
+        """Forget the current request (the next step starts a new one with the current settings)."""
+        self._rounds, self._iter, self.done, self.policy = None, None, False, None
+        self.round_chart = self.schedule_chart = None
+        self.round_out.outputs = ()
+        self.schedule_out.outputs = ()
+        self.strip.value = ""
+        self.status.value = "<i>Press Step or Run to decode.</i>"
+
+    def _make_policy(self, drafter) -> Policy:
+        if getattr(drafter, "has_confidence", False):
+            return LoadedPolicy(self.load.value, self.background)
+        return FixedLength(getattr(drafter, "gamma", 1))         # no head: verify every draft
+
+    def _start(self) -> None:
+        name = self.drafter.value
+        d = self.drafters[name]
+        self.policy = self._make_policy(d)
+        self._rounds = self._generate_rounds(
+            self.target, d, self.prompt.value, policy=self.policy, temperature=float(self.temperature.value),
+            max_new_tokens=self.max_new_tokens, seed=self.seed, calibration=self.calibrations.get(name),
+            sps=self.profiles[self.profile.value], meta={"panel_load": self.load.value})
+        self._iter = iter(self._rounds)
+
+    def _apply_load(self) -> None:
+        if isinstance(self.policy, LoadedPolicy):
+            self.policy.R = int(self.load.value)
+        self._render_status()
+
+    def _apply_profile(self) -> None:
+        if self._rounds is not None:
+            self._rounds.sps = self.profiles[self.profile.value]
+        self._render_status()
+
+    # -- actions --------------------------------------------------------------------------------------
+    def step(self):
+        """Decode one round; returns the new Round (None when the request has finished)."""
+        if self.done:
+            return None
+        try:
+            if self._iter is None:
+                self._start()
+            r = next(self._iter)
+        except StopIteration:
+            self.done = True
+            self._render_status()
+            return None
+        except ValueError as e:                                  # bad prompt / settings: show, don't crash
+            self.done = True
+            self.status.value = f'<span style="color:#D55E00">{html.escape(str(e))}</span>'
+            return None
+        self._render()
+        return r
+
+    def run(self, max_rounds: int | None = None) -> int:
+        """Step until the request ends (or ``max_rounds`` rounds); returns the number of rounds decoded."""
+        n = 0
+        while max_rounds is None or n < max_rounds:
+            if self.step() is None:
+                break
+            n += 1
+        return n
+
+    # -- drawing --------------------------------------------------------------------------------------
+    def _render(self) -> None:
+        from . import viz
+
+        tr = self.trace
+        self.strip.value = viz.token_strip_html(tr, max_rounds=200)
+        self.round_chart = viz.round_view(tr, -1)
+        _show(self.round_out, self.round_chart)
+        sched = tr.rounds[-1].schedule
+        if sched and sched.get("path"):
+            self.schedule_chart = viz.admission_path_chart(sched)
+            _show(self.schedule_out, self.schedule_chart)
+        self._render_status()
+
+    def _render_status(self) -> None:
+        from . import metrics
+
+        tr = self.trace
+        if tr is None:
+            return
+        pol = getattr(self.policy, "name", "?")
+        done = " · <b>finished</b>" if self.done else ""
+        self.status.value = (f"{len(tr.rounds)} rounds · {tr.n_generated} tokens · τ = {metrics.tau(tr):.2f} · "
+                             f"policy {html.escape(pol)} · profile {html.escape(self.profile.value)}{done}")
+
+
+# -- scheduler playground -----------------------------------------------------------------------------------
+class SchedulerPlayground:
+    """Algorithm 1 on recorded confidences, no model: choose load R and a profile, see ℓ per request and
+    the admission path. ``early stop`` off shows the retrospective search (argmax Θ, not lossless)."""
+
+    def __init__(self, confidences: Sequence[Sequence[float]], profiles=None, R: int = 8, max_R: int = 256):
+        W = _w()
+        if not confidences:
+            raise ValueError("give at least one row of confidences")
+        self.confidences = [list(map(float, c)) for c in confidences]
+        self.profiles = _profile_dict(profiles)
+        self.load = W.IntSlider(value=int(R), min=1, max=max(int(max_R), int(R)), description="load R",
+                                continuous_update=False)
+        self.profile = W.Dropdown(options=list(self.profiles), description="SPS profile")
+        self.early_stop = W.Checkbox(value=True, description="early stop (Algorithm 1, lossless)")
+        self.summary = W.HTML()
+        self.lengths_out = W.Output()
+        self.path_out = W.Output()
+        self.widget = W.VBox([W.HBox([self.load, self.profile, self.early_stop]), self.summary,
+                              self.lengths_out, self.path_out])
+        for w in (self.load, self.profile, self.early_stop):
+            w.observe(lambda _: self.update(), names="value")
+        self.schedule: Schedule | None = None
+        self.lengths_chart = self.path_chart = None
+        self.update()
+
+    def requests(self) -> list[list[float]]:
+        return tile_requests(self.confidences, int(self.load.value))
+
+    def update(self) -> Schedule:
+        from . import viz
+
+        prof = self.profiles[self.profile.value]
+        conf = self.requests()
+        self.schedule = HardwareAware(early_stop=bool(self.early_stop.value)).choose(conf, prof)
+        s = self.schedule
+        gamma = max(len(c) for c in conf)
+        self.lengths_chart = viz.chosen_lengths_chart(s, gamma=gamma)
+        self.path_chart = viz.admission_path_chart(s)
+        _show(self.lengths_out, self.lengths_chart)
+        _show(self.path_out, self.path_chart)
+        mean = sum(s.lengths) / len(s.lengths)
+        self.summary.value = (f"R = {len(conf)} requests · B = {s.B} tokens in the verify forward · "
+                              f"mean ℓ = {mean:.2f} · expected throughput Θ = {s.theta_best:,.0f} tokens/s "
+                              f"(start Θ0 = {s.info.get('theta0', float('nan')):,.0f})")
+        return s
+
+    def set_load(self, R: int) -> Schedule:
+        R = int(R)
+        if R > self.load.max:
+            self.load.max = R
+        if self.load.value == R:
+            return self.update()
+        self.load.value = R                                       # the observer re-runs update()
+        return self.schedule
+
+    def set_profile(self, name: str) -> Schedule:
+        if name not in self.profiles:
+            raise ValueError(f"unknown profile {name!r}; have {', '.join(self.profiles)}")
+        if self.profile.value == name:
+            return self.update()
+        self.profile.value = name
+        return self.schedule
+
+    @property
+    def lengths(self) -> list[int]:
+        return list(self.schedule.lengths)
+
+
+# -- calibration explorer -------------------------------------------------------------------------------------
+class CalibrationExplorer:
+    """Reliability of the prefix survival a_k per position, with Sequential Temperature Scaling on or off.
+
+    conf (N, γ) raw c_k, accepted (N,) m, ell (N,) ℓ or None (all verified), calib an STSCalibration
+    (None: fitted here on the same rows, in-sample — say so when teaching).
+    """
+
+    def __init__(self, conf, accepted, ell=None, calib=None, n_bins: int = 10):
+        from . import calibration as cal
+        from .viz import reliability_frame
+
+        W = _w()
+        self.in_sample = calib is None
+        self.calib = calib if calib is not None else cal.fit_sts(conf, accepted, ell)
+        self.frame = reliability_frame(conf, accepted, ell, self.calib, n_bins=n_bins)
+        self.report = cal.calibration_report(conf, accepted, ell, self.calib)
+        self.gamma = len(self.report["n"])
+        self.sts = W.ToggleButton(value=True, description="STS on", icon="thermometer-half",
+                                  tooltip="show calibrated survival a'_k next to the raw a_k")
+        self.position = W.Dropdown(options=[("all", 0)] + [(f"k = {k}", k) for k in range(1, self.gamma + 1)],
+                                   value=0, description="position")
+        self.table = W.HTML()
+        self.out = W.Output()
+        self.widget = W.VBox([W.HBox([self.sts, self.position]), self.out, self.table])
+        self.sts.observe(lambda _: self.update(), names="value")
+        self.position.observe(lambda _: self.update(), names="value")
+        self.chart = None
+        self.update()
+
+    def update(self):
+        from .viz import reliability_diagram
+
+        on = bool(self.sts.value)
+        self.sts.description = "STS on" if on else "STS off"
+        df = self.frame if on else self.frame[self.frame.stage == "before STS"]
+        k = int(self.position.value)
+        self.chart = reliability_diagram(df, positions=[k] if k else None, report=self.report,
+                                         size=300 if k else 150)
+        _show(self.out, self.chart)
+        self.table.value = self._table(on)
+        return self.chart
+
+    def set_sts(self, on: bool):
+        if self.sts.value == bool(on):
+            return self.update()
+        self.sts.value = bool(on)
+        return self.chart
+
+    def set_position(self, k: int | None):
+        k = int(k or 0)
+        if not 0 <= k <= self.gamma:
+            raise ValueError(f"position must be 1..{self.gamma} (or None for all), got {k}")
+        if self.position.value == k:
+            return self.update()
+        self.position.value = k
+        return self.chart
+
+    def _table(self, on: bool) -> str:
+        rep, f = self.report, (lambda x: "—" if x != x else f"{x:.3f}")
+        head = ["k", "rounds", "observed P(m≥k)", "mean a_k", "ECE raw", "AUROC"]
+        if on:
+            head[4:4] = ["T_k", "mean a'_k", "ECE STS"]
+        rows = []
+        for i in range(self.gamma):
+            cells = [str(i + 1), str(rep["n"][i]), f(rep["rate"][i]), f(rep["mean_before"][i]),
+                     f(rep["ece_before"][i]), f(rep["auroc"][i])]
+            if on:
+                cells[4:4] = [f"{rep['temperatures'][i]:.2f}", f(rep["mean_after"][i]), f(rep["ece_after"][i])]
+            rows.append("<tr>" + "".join(f'<td style="padding:1px 8px;text-align:right">{c}</td>' for c in cells)
+                        + "</tr>")
+        th = "".join(f'<th style="padding:1px 8px;text-align:right">{html.escape(h)}</th>' for h in head)
+        note = " (STS fitted on these same rounds: in-sample)" if self.in_sample and on else ""
+        return (f'<table style="border-collapse:collapse;font-size:12px"><tr>{th}</tr>{"".join(rows)}</table>'
+                f'<div style="font-size:11px;color:#666">ECE and AUROC from calibration.calibration_report{note}</div>')
+
+
+__all__ = ["DecodePanel", "SchedulerPlayground", "CalibrationExplorer", "LoadedPolicy", "tile_requests",
+           "SYNTHETIC_BACKGROUND"]

@@ -1,0 +1,79 @@
+"""Shared fixtures: the real SmolLM2 target (loaded once per session) and exact toy targets.
+
+Threads: DSPARK_TEST_THREADS, else OMP_NUM_THREADS, else 1 (tests are timed on shared CPUs).
+"""
+from __future__ import annotations
+
+import os
+from fractions import Fraction as F
+
+import pytest
+import torch
+
+from dspark_viz.toy import TableTarget
+
+
+def _threads() -> int:
+    raw = os.environ.get("DSPARK_TEST_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        return 1
+
+
+torch.set_num_threads(_threads())
+
+
+@pytest.fixture(scope="session")
+def real_target():
+    """The embedded SmolLM2-135M-Instruct target, fp32 on CPU (≈ 5 s, once per session)."""
+    from dspark_viz.target import find_embedded_gguf, load_target
+
+    try:
+        find_embedded_gguf()
+    except FileNotFoundError as e:          # the carrier package is not installed here
+        pytest.skip(str(e))
+    return load_target(device="cpu", dtype="fp32")
+
+
+# -- exact toy tables (rows are p_target(· | previous token), Fractions summing to 1) ----------------
+TABLE4 = [                              # V = 4; token 3 ('d') is the stop token in stop tests
+    [F(1, 2), F(1, 4), F(1, 8), F(1, 8)],
+    [F(0), F(1, 3), F(1, 3), F(1, 3)],  # a zero: drafts of 'a' after 'b' are always rejected
+    [F(3, 5), F(1, 5), F(1, 10), F(1, 10)],
+    [F(1, 4), F(1, 4), F(1, 4), F(1, 4)],
+]
+DRAFT4 = [                              # p_draft: different from the target, with its own zeros
+    [F(1, 4), F(1, 2), F(1, 4), F(0)],
+    [F(1, 2), F(1, 6), F(1, 6), F(1, 6)],
+    [F(1, 3), F(1, 3), F(0), F(1, 3)],
+    [F(1, 10), F(2, 5), F(1, 4), F(1, 4)],
+]
+
+
+@pytest.fixture
+def table4():
+    return [row[:] for row in TABLE4]
+
+
+@pytest.fixture
+def draft4():
+    return [row[:] for row in DRAFT4]
+
+
+@pytest.fixture
+def table_target(table4):
+    """TableTarget over TABLE4, no stop token."""
+    return TableTarget(table4)
+
+
+def random_fraction_table(V: int, seed: int, lo: int = 1, hi: int = 20) -> list[list[F]]:
+    """A V×V row-stochastic table of Fractions with entries in [lo, hi) / row sum."""
+    g = torch.Generator().manual_seed(seed)
+    ints = torch.randint(lo, hi, (V, V), generator=g).tolist()
+    return [[F(a, sum(r)) for a in r] for r in ints]
+
+
+@pytest.fixture
+def table8():
+    return random_fraction_table(8, seed=3)

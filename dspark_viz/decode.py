@@ -55,14 +55,16 @@ class generate_rounds:
             policy = FixedLength(drafter.gamma)
         self.target, self.drafter, self.policy = target, drafter, policy
         self.temperature, self.max_new_tokens = float(temperature), max_new_tokens
-        self.calibration, self.sps = calibration, sps
+        if calibration is None and drafter is not None:        # the drafter's saved STS, unless False
+            calibration = getattr(drafter, "calibration", None)
+        self.calibration, self.sps = (calibration or None), sps
         self.generator = torch.Generator(device=str(target.device)).manual_seed(seed)
         self.trace = Trace(meta=dict(
             target=target.name, drafter=drafter.name if drafter else "plain",
             policy=getattr(policy, "name", "none") if drafter else "none", temperature=self.temperature,
             seed=seed, prompt=prompt, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
-            gamma=drafter.gamma if drafter else 0, max_new_tokens=max_new_tokens, **(meta or {}),
-        ), prompt_ids=list(prompt_ids), first_token=-1)
+            gamma=drafter.gamma if drafter else 0, max_new_tokens=max_new_tokens,
+        ) | dict(meta or {}), prompt_ids=list(prompt_ids), first_token=-1)
 
     def __iter__(self) -> Iterator[Round]:
         tgt, dr, T, g, tr = self.target, self.drafter, self.temperature, self.generator, self.trace
@@ -140,9 +142,13 @@ class generate_rounds:
         return out
 
 
-def _sched_diag(s) -> dict:
-    return {"lengths": list(s.lengths), "path": list(getattr(s, "path", []) or [])[:64],
-            "stop_at": getattr(s, "stop_at", None)}
+def _sched_diag(s, max_path: int = 256) -> dict:
+    """The policy's decision for the chart faces: lengths, admission path (up to the stop), info."""
+    path = list(getattr(s, "path", []) or [])
+    stop = getattr(s, "stop_at", None)
+    keep = max(max_path, (stop or 0) + 2)
+    return {"lengths": list(s.lengths), "path": path[:keep], "stop_at": stop,
+            "theta_best": getattr(s, "theta_best", None), "info": dict(getattr(s, "info", {}) or {})}
 
 
 def speculative_generate(target, drafter: Drafter | None, prompt: str | None = None, **kw) -> Trace:

@@ -146,9 +146,12 @@ class Trace:
     @classmethod
     def from_json(cls, s_or_path: str) -> "Trace":
         s = s_or_path
-        if not s.lstrip().startswith("{"):
-            with open(s_or_path, encoding="utf-8") as f:
-                s = f.read()
+        if not s.lstrip().startswith(("{", "[")):          # JSON text starts with an object or array
+            try:
+                with open(s_or_path, encoding="utf-8") as f:
+                    s = f.read()
+            except FileNotFoundError:
+                raise FileNotFoundError(f"no Trace JSON file at {s_or_path}") from None
         try:
             d = json.loads(s)
         except json.JSONDecodeError as e:

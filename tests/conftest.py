@@ -68,7 +68,7 @@ def table_target(table4):
 
 
 def random_fraction_table(V: int, seed: int, lo: int = 1, hi: int = 20) -> list[list[F]]:
-    """A V×V row-stochastic table of Fractions with entries in [lo, hi) / row sum."""
+    """A V×V row-stochastic table of Fractions with integer weights in [lo, hi) / row sum."""
     g = torch.Generator().manual_seed(seed)
     ints = torch.randint(lo, hi, (V, V), generator=g).tolist()
     return [[F(a, sum(r)) for a in r] for r in ints]

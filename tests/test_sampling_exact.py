@@ -196,13 +196,10 @@ def test_sample_follows_its_distribution():
 
 
 def test_speculative_matches_plain_on_a_table_target_when_greedy(table_target):
-    dr = _table_drafter(DRAFT_UNIFORM4, gamma=4)
+    dr = _table_drafter([[F(1, 4)] * 4 for _ in range(4)], gamma=4)
     a = speculative_generate(table_target, dr, prompt_ids=[0, 1], temperature=0, max_new_tokens=20)
     b = plain_generate(table_target, prompt_ids=[0, 1], temperature=0, max_new_tokens=20)
     assert a.output_ids == b.output_ids and a.n_generated == 20
-
-
-DRAFT_UNIFORM4 = [[F(1, 4)] * 4 for _ in range(4)]
 
 
 # -- greedy equality with transformers on the embedded SmolLM2 target ----------------------------------

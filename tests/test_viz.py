@@ -184,7 +184,7 @@ def test_token_strip_chart(trace, plain_round_trace):
     spec = check(viz.token_strip_chart(trace), x="slot", y="round", color="label", strokeDash="label",
                  text="text")
     data = rows(spec)
-    assert {"rect", "text"} <= marks(spec)
+    assert {"bar", "text"} <= marks(spec)
     assert sum(r["slot"] == "bonus" for r in data) == 2                      # round 2 ended on a stop
     assert {r["status"] for r in data} == {"accepted", "rejected", "not_reached", "pruned", "bonus"}
     assert not any(r["status"] == "pruned" for r in rows(viz.token_strip_chart(trace, show_pruned=False).to_dict()))

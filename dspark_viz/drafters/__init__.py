@@ -12,6 +12,7 @@ NAMES = ("lookup",) + NEURAL
 def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
     """A drafter by name: ``lookup`` or a shipped neural drafter (dspark, dspark-rnn, dflash, eagle)."""
     if name == "lookup":
+        kw.pop("calibrated", None)
         return LookupDrafter(gamma=gamma or 7, vocab_size=target.vocab_size, **kw)
     if name in NEURAL:
         from .neural import load_shipped

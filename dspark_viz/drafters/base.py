@@ -40,6 +40,7 @@ class Drafter:
     gamma: int = 7
     needs_features: bool = False      # True: decode.py asks the target for layer features
     has_confidence: bool = False
+    calibration = None                # STSCalibration applied to c_k by default (shipped drafters)
 
     def begin(self, ctx: Context) -> Any:
         return {"ids": list(ctx.prompt_ids)}

@@ -114,11 +114,23 @@ def load_drafter_file(path: str | Path, target, name: str | None = None) -> Neur
     return NeuralDrafter(model, name or card["algo"], target, card)
 
 
-def load_shipped(name: str, target, path: str | Path | None = None) -> NeuralDrafter:
+def calibration_path(name: str) -> Path:
+    """Where `dspark-viz calibrate` saves a shipped drafter's STS temperatures."""
+    return ASSETS / f"{SHIPPED.get(name, name)}.sts.json"
+
+
+def load_shipped(name: str, target, path: str | Path | None = None, calibrated: bool = True) -> NeuralDrafter:
+    """A shipped drafter by name; its saved STS calibration (if any) is attached and used by decoding."""
     if name not in SHIPPED:
         raise ValueError(f"unknown neural drafter {name!r}: {', '.join(SHIPPED)}")
     p = Path(path) if path else ASSETS / f"{SHIPPED[name]}.json"
     if not p.exists():
         raise FileNotFoundError(f"the shipped drafter {name!r} is missing ({p}); train it with "
                                 f"`dspark-viz train --algo {name}`")
-    return load_drafter_file(p, target, name)
+    d = load_drafter_file(p, target, name)
+    cal = calibration_path(name)
+    if calibrated and d.has_confidence and cal.exists():
+        from ..calibration import STSCalibration
+
+        d.calibration = STSCalibration.load(cal)
+    return d

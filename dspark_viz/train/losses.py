@@ -43,7 +43,7 @@ def confidence_label(l1: torch.Tensor) -> torch.Tensor:
 
 def analytic_tau(tv: torch.Tensor, mask: torch.Tensor) -> float:
     """1 + Σ_k Π_{i≤k}(1 − TV_i), averaged over blocks (TV = ½‖p_d − p_t‖₁). (N, γ) → float."""
-    surv = ((1 - tv).clamp(0, 1) * mask + (1 - mask) * 0).cumprod(-1)
+    surv = ((1 - tv).clamp(0, 1) * mask).cumprod(-1)                 # invalid slots end the prefix
     return float((1 + surv.sum(-1)).mean())
 
 
@@ -71,7 +71,7 @@ def drafter_loss(logits: torch.Tensor, labels: torch.Tensor, p_target: torch.Ten
         loss = loss + w_conf * (bce * wm).sum() / denom
         bce = (bce * wm).sum() / denom
     tv = 0.5 * l1.detach()
-    stats = {"loss": float(loss), "ce": float((ce * wm).sum() / denom), "l1": float((l1 * wm).sum() / denom),
+    stats = {"loss": float(loss.detach()), "ce": float((ce * wm).sum() / denom), "l1": float((l1 * wm).sum() / denom),
              "bce": float(bce), "tau_est": analytic_tau(tv, mask),
              "acc1": float(((1 - tv[:, 0]) * mask[:, 0]).sum() / mask[:, 0].sum().clamp_min(1))}
     if not math.isfinite(stats["loss"]):

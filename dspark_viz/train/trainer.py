@@ -185,6 +185,22 @@ def evaluate(model, val: list[dict], tc: TrainConfig, n: int = 48) -> dict:
     return st
 
 
+def _warm_start(model, target, out, log):
+    """Weights of an exported drafter with the same config (its optimiser state is not shipped)."""
+    from ..drafters.neural import load_drafter_file
+
+    try:
+        shipped = load_drafter_file(out, target).model
+    except (ValueError, FileNotFoundError) as e:
+        log(f"not warm-starting from {out}: {e}")
+        return None
+    if shipped.cfg != model.cfg:
+        log(f"not warm-starting from {out}: its config differs")
+        return None
+    log(f"warm-starting from the exported drafter {out}")
+    return shipped.train().requires_grad_(True), shipped.vocab_ids
+
+
 def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,
           tc: TrainConfig = TrainConfig(), minutes: float | None = None, cfg_overrides: dict | None = None,
           store: FeatureStore | None = None, log=print) -> Path:
@@ -203,7 +219,10 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         cfg = DrafterConfig.for_target(target, algo, **(cfg_overrides or {}))
         vocab_ids = build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids))
     model = build_model(cfg, target, vocab_ids)
-    if ck is None and cfg.init_from_target:
+    warm = _warm_start(model, target, out, log) if ck is None and out is not None and Path(out).exists() else None
+    if warm is not None:                 # continue from the shipped drafter (e.g. on a new machine)
+        model, vocab_ids = warm
+    elif ck is None and cfg.init_from_target:
         init_from_target(model, target)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay)
@@ -220,7 +239,6 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
                       recipe=asdict(tc))
 
     def save():
-        nonlocal elapsed
         el = elapsed + time.perf_counter() - t_start
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": el,
                     "positions": seen, "cfg": json.dumps(cfg.to_dict()), "vocab_ids": vocab_ids},

@@ -2,7 +2,8 @@
 
 Also a notebook renderer: altair 6's "mimetype" renderer emits ``application/vnd.vegalite.v6.json``, which
 JupyterLab 4's built-in Vega-Lite renderer does not claim; ``enable_notebook_renderer()`` registers one
-that emits the v5 mime type it renders (plus an SVG fallback), all offline.
+that emits the v5 mime type it renders (plus an SVG fallback), all offline. The figures use no
+Vega-Lite 6-only features, so the v5 renderer draws them.
 """
 from __future__ import annotations
 
@@ -51,8 +52,9 @@ def to_html(chart, bundle: bool = True) -> str:
 
 def mime_bundle(chart, svg: bool = False) -> dict:
     """Display bundle JupyterLab renders offline (Vega-Lite v5 mime type; optional SVG fallback)."""
-    data = {"application/vnd.vegalite.v5+json": _spec(chart, validate=False),   # charts are validated in tests
-            "text/plain": f"<{type(chart).__name__}>"}
+    spec = dict(_spec(chart, validate=False))                 # charts are validated in tests
+    spec["$schema"] = "https://vega.github.io/schema/vega-lite/v5.json"   # what the v5 renderer expects
+    data = {"application/vnd.vegalite.v5+json": spec, "text/plain": f"<{type(chart).__name__}>"}
     if svg:
         data["image/svg+xml"] = to_svg(chart)
     return data

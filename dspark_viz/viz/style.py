@@ -107,21 +107,21 @@ def status_dash_scale(statuses=STATUS_ORDER):
     import altair as alt
 
     s = _statuses(statuses)
-    return alt.Scale(domain=[CHART_LABELS[x] for x in s], range=[STATUS_DASH[x] for x in s])
+    return alt.Scale(type="ordinal", domain=[CHART_LABELS[x] for x in s], range=[STATUS_DASH[x] for x in s])
 
 
 def status_width_scale(statuses=STATUS_ORDER):
     import altair as alt
 
     s = _statuses(statuses)
-    return alt.Scale(domain=[CHART_LABELS[x] for x in s], range=[STATUS_STROKE_WIDTH[x] for x in s])
+    return alt.Scale(type="ordinal", domain=[CHART_LABELS[x] for x in s], range=[STATUS_STROKE_WIDTH[x] for x in s])
 
 
 def status_opacity_scale(statuses=STATUS_ORDER):
     import altair as alt
 
     s = _statuses(statuses)
-    return alt.Scale(domain=[CHART_LABELS[x] for x in s], range=[STATUS_OPACITY[x] for x in s])
+    return alt.Scale(type="ordinal", domain=[CHART_LABELS[x] for x in s], range=[STATUS_OPACITY[x] for x in s])
 
 
 def status_encodings(field: str = "label", title: str = "status", statuses=STATUS_ORDER, legend=None) -> dict:

@@ -140,7 +140,7 @@ def token_strip_chart(trace: Trace, show_pruned: bool = True, max_rounds: int | 
                               orient="top")),
         y=alt.Y("round:O", axis=alt.Axis(title="round"), scale=alt.Scale(paddingInner=0.15)),
     )
-    cells = base.mark_rect(cornerRadius=3, stroke="#222222").encode(
+    cells = base.mark_bar(cornerRadius=3, stroke="#222222").encode(          # bar: rect drops strokeDash
         **status_encodings("label", "status", statuses, alt.Legend(orient="bottom", columns=3, symbolSize=200)),
         tooltip=[alt.Tooltip("round:O"), alt.Tooltip("slot:N", title="k"), alt.Tooltip("text:N", title="token"),
                  alt.Tooltip("status:N"), alt.Tooltip("p_draft:Q", format=".3f"),

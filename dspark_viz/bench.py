@@ -1,0 +1,359 @@
+"""Side-by-side decode speed: transformers' generate vs our plain loop vs speculative decoding.
+
+Legend: n prompts, γ block size, τ mean committed tokens per round, T temperature.
+
+Every method is one function ``(target, prompt_ids, settings) -> MethodResult`` registered in
+``METHODS`` (add neural drafters or policies with ``register_method``). Methods run interleaved in
+one process: for prompt i the method order is rotated by i, so slow drift of a shared machine hits
+every method alike. Reported per method: median tok/s over prompts, the median of per-prompt speed
+ratios against ``hf_generate``, τ, the time split (draft / verify / schedule / other, our loop only)
+and, at T = 0, how many outputs equal ``hf_generate``'s.
+
+    python -m dspark_viz.bench --n-prompts 4 --max-new-tokens 128 --json out.json
+    dspark-viz bench --methods hf_generate,plain --n-prompts 1 --max-new-tokens 64
+
+HF prompt lookup runs with ``prompt_lookup_num_tokens=10`` (the value of the transformers docs) and
+its default 2-gram matching; our lookup drafter uses γ = 7 and 1–3-gram matching.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+import torch
+
+BENCH_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bench"   # /work/shared/bench
+BASELINE = "hf_generate"
+
+
+@dataclass
+class BenchSettings:
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    seed: int = 0
+    gamma: int = 7                      # our lookup drafter's block
+    hf_lookup_tokens: int = 10          # HF prompt_lookup_num_tokens
+
+
+class MethodResult(NamedTuple):
+    output_ids: list[int]               # new tokens (up to and including a stop token)
+    seconds: float                      # wall time of the whole request (prefill included)
+    tau: float | None                   # committed tokens per round (None when not measured)
+    time_split: dict[str, float] | None  # draft / verify / schedule / other fractions (our loop)
+
+
+Method = Callable[[object, list[int], BenchSettings], MethodResult]
+METHODS: dict[str, Method] = {}
+
+
+def register_method(name: str, fn: Method | None = None):
+    """Register a benchmark method (usable as a decorator)."""
+    def deco(f: Method) -> Method:
+        METHODS[name] = f
+        return f
+    return deco(fn) if fn is not None else deco
+
+
+def _until_stop(ids: list[int], stop_ids) -> list[int]:
+    for i, t in enumerate(ids):
+        if t in stop_ids:
+            return ids[: i + 1]
+    return ids
+
+
+def _hf(target, ids: list[int], s: BenchSettings, **extra) -> MethodResult:
+    stop = sorted(target.stop_ids)
+    x = torch.tensor([ids], device=target.device)                                  # (1, n)
+    kw = dict(do_sample=False)
+    if s.temperature > 0:
+        kw = dict(do_sample=True, temperature=s.temperature, top_k=0, top_p=1.0)
+        torch.manual_seed(s.seed)
+    t0 = time.perf_counter()
+    y = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=s.max_new_tokens,
+                              eos_token_id=stop or None, pad_token_id=stop[0] if stop else None, **kw, **extra)
+    dt = time.perf_counter() - t0
+    return MethodResult(_until_stop(y[0, len(ids):].tolist(), target.stop_ids), dt, None, None)
+
+
+@register_method("hf_generate")
+def hf_generate(target, ids, s):
+    return _hf(target, ids, s)
+
+
+@register_method("hf_prompt_lookup")
+def hf_prompt_lookup(target, ids, s):
+    return _hf(target, ids, s, prompt_lookup_num_tokens=s.hf_lookup_tokens)
+
+
+def _ours(target, drafter, ids, s, policy=None, sps=None) -> MethodResult:
+    from .decode import speculative_generate
+    from .metrics import tau, time_split
+
+    t0 = time.perf_counter()
+    tr = speculative_generate(target, drafter, prompt_ids=ids, temperature=s.temperature,
+                              max_new_tokens=s.max_new_tokens, seed=s.seed, policy=policy, sps=sps)
+    dt = time.perf_counter() - t0
+    return MethodResult(tr.output_ids, dt, tau(tr), time_split(tr))
+
+
+@register_method("plain")
+def plain(target, ids, s):
+    return _ours(target, None, ids, s)
+
+
+@register_method("lookup")
+def lookup(target, ids, s):
+    from .drafters import load_drafter
+
+    return _ours(target, load_drafter("lookup", target, gamma=s.gamma), ids, s)
+
+
+_LOADED: dict[tuple[int, str], object] = {}      # drafters loaded once per (target, name) in a bench run
+
+
+def _drafter(target, name: str):
+    from .drafters import load_drafter
+
+    key = (id(target), name)
+    if key not in _LOADED:
+        _LOADED[key] = load_drafter(name, target)
+    return _LOADED[key]
+
+
+def _cpu_profile():
+    from .engine import named_profile
+
+    try:
+        return named_profile("cpu")
+    except FileNotFoundError:
+        return named_profile("gpu-like")
+
+
+def _neural(name: str, scheduled: bool = False):
+    def run(target, ids, s):
+        from .scheduler import HardwareAware
+
+        d = _drafter(target, name)
+        if scheduled:
+            return _ours(target, d, ids, s, policy=HardwareAware(), sps=_cpu_profile())
+        return _ours(target, d, ids, s)
+    return run
+
+
+register_method("dflash", _neural("dflash"))
+register_method("eagle", _neural("eagle"))
+register_method("dspark_fixed", _neural("dspark"))
+register_method("dspark_sched", _neural("dspark", scheduled=True))
+
+
+# -- prompts ----------------------------------------------------------------------------------------
+def default_prompt_files() -> list[Path]:
+    return sorted(BENCH_DIR.glob("*.jsonl"))
+
+
+def balanced_prompts(files, n_per_file: int) -> list[dict]:
+    """n evenly spaced records (first turn) from each file, interleaved file by file."""
+    from .train.prompts import load_prompts
+
+    if n_per_file < 1:
+        raise ValueError(f"--n-prompts must be ≥ 1, got {n_per_file}")
+    per_file = []
+    for f in files:
+        recs = load_prompts(f)
+        if not recs:
+            raise ValueError(f"{f} holds no prompts")
+        k = min(n_per_file, len(recs))
+        idx = sorted({round(i * (len(recs) - 1) / max(k - 1, 1)) for i in range(k)})
+        per_file.append([{"prompt": recs[i]["turns"][0], "domain": recs[i]["domain"], "file": Path(f).name,
+                          "index": i} for i in idx])
+    out = []
+    for i in range(max(map(len, per_file))):
+        out += [p[i] for p in per_file if i < len(p)]
+    return out
+
+
+# -- machine ------------------------------------------------------------------------------------------
+def machine_info(target=None) -> dict:
+    import transformers
+
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info = dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(), torch=torch.__version__,
+                transformers=transformers.__version__, python=platform.python_version(),
+                platform=platform.platform())
+    if target is not None:
+        info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""))
+        if str(target.device).startswith("cuda"):
+            info["gpu"] = torch.cuda.get_device_name(target.device)
+    return info
+
+
+# -- run ---------------------------------------------------------------------------------------------
+@dataclass
+class BenchReport:
+    methods: dict[str, dict]
+    machine: dict
+    settings: dict
+    prompts: list[dict]
+    command: str = ""
+    per_prompt: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSettings,
+              warmup: bool = True, log=None) -> BenchReport:
+    """Time `methods` on every prompt (order rotated per prompt) and summarise."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown bench method(s) {unknown}: choose from {', '.join(METHODS)}")
+    ids_list = [target.chat_ids(p["prompt"]) for p in prompts]
+    if warmup:                                       # first-call costs (allocator, lazy imports, kernels)
+        short = BenchSettings(**{**asdict(settings), "max_new_tokens": min(8, settings.max_new_tokens)})
+        for m in methods:
+            METHODS[m](target, ids_list[0], short)
+    rows = []
+    for i, ids in enumerate(ids_list):
+        order = methods[i % len(methods):] + methods[: i % len(methods)]
+        res = {m: METHODS[m](target, ids, settings) for m in order}
+        for m in methods:
+            r = res[m]
+            n = len(r.output_ids)
+            rows.append(dict(prompt=i, method=m, tokens=n, seconds=r.seconds, tok_per_s=n / r.seconds,
+                             tau=r.tau, time_split=r.time_split,
+                             same_as_baseline=(r.output_ids == res[BASELINE].output_ids) if BASELINE in res else None))
+        if log:
+            log(f"prompt {i + 1}/{len(ids_list)} ({prompts[i]['domain']}): " + "  ".join(
+                f"{m} {len(res[m].output_ids) / res[m].seconds:.1f}" for m in methods) + " tok/s")
+    summary = {}
+    for m in methods:
+        mine = [r for r in rows if r["method"] == m]
+        speeds = [r["tok_per_s"] for r in mine]
+        ratios = None
+        if BASELINE in methods:
+            base = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == BASELINE}
+            ratios = statistics.median(r["tok_per_s"] / base[r["prompt"]] for r in mine)
+        taus = [r["tau"] for r in mine if r["tau"] is not None]
+        splits = [r["time_split"] for r in mine if r["time_split"]]
+        summary[m] = dict(
+            tok_per_s=statistics.median(speeds), ratio_vs_hf_generate=ratios,
+            tau=statistics.mean(taus) if taus else None,
+            time_split={k: statistics.mean(s[k] for s in splits) for k in splits[0]} if splits else None,
+            tokens=sum(r["tokens"] for r in mine), seconds=sum(r["seconds"] for r in mine),
+            same_as_hf_generate=(sum(bool(r["same_as_baseline"]) for r in mine)
+                                 if BASELINE in methods and settings.temperature == 0 else None),
+            n_prompts=len(mine))
+    return BenchReport(summary, machine_info(target), asdict(settings),
+                       [{k: p[k] for k in ("file", "index", "domain")} for p in prompts], per_prompt=rows)
+
+
+def format_table(rep: BenchReport) -> str:
+    n = len(rep.prompts)
+    head = (f"{'method':<18}{'tok/s':>8}{'×hf_gen':>9}{'τ':>7}   {'draft':>6}{'verify':>7}{'sched':>6}"
+            f"{'other':>6}{'=hf':>6}")
+    lines = [head, "-" * len(head)]
+    for m, s in rep.methods.items():
+        ts = s["time_split"]
+        split = (f"{ts['draft']:6.1%}{ts['verify']:7.1%}{ts['schedule']:6.1%}{ts['other']:6.1%}" if ts
+                 else f"{'—':>6}{'—':>7}{'—':>6}{'—':>6}")
+        ratio = f"{s['ratio_vs_hf_generate']:.3f}" if s["ratio_vs_hf_generate"] is not None else "—"
+        tau = f"{s['tau']:.2f}" if s["tau"] is not None else "—"
+        same = f"{s['same_as_hf_generate']}/{n}" if s["same_as_hf_generate"] is not None else "—"
+        lines.append(f"{m:<18}{s['tok_per_s']:8.2f}{ratio:>9}{tau:>7}   {split}{same:>6}")
+    mi = rep.machine
+    st = rep.settings
+    lines += ["", f"median tok/s over {n} prompts; ×hf_gen = median per-prompt speed ratio; "
+                  f"=hf: outputs identical to hf_generate (T = 0)",
+              f"T = {st['temperature']}, max_new_tokens = {st['max_new_tokens']}, lookup γ = {st['gamma']}, "
+              f"HF prompt_lookup_num_tokens = {st['hf_lookup_tokens']}",
+              f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
+              f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
+              f"{mi.get('device', '')} {mi.get('dtype', '')}"]
+    return "\n".join(lines)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--prompts", action="append", default=None, metavar="FILE.jsonl",
+                    help="a {\"turns\": [...]} JSONL file (repeatable); default: every file in "
+                         f"{BENCH_DIR}")
+    ap.add_argument("--n-prompts", type=int, default=4, help="prompts per file, evenly spaced (default 4)")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="0 = greedy; T > 0: HF samples with top_k=0, top_p=1")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gamma", type=int, default=7, help="our lookup drafter's block size")
+    ap.add_argument("--hf-lookup-tokens", type=int, default=10, help="HF prompt_lookup_num_tokens")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help=f"comma-separated subset of {', '.join(METHODS)}")
+    ap.add_argument("--target", default=None, help="local HF folder or .gguf (default: embedded SmolLM2)")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    ap.add_argument("--json", default=None, metavar="OUT.json", help="write the report as JSON")
+    ap.add_argument("--no-warmup", action="store_true")
+
+
+def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = None) -> BenchReport:
+    from .decode import check_settings
+    from .target import load_target
+
+    methods = [m.strip() for m in a.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if not methods or unknown:
+        raise ValueError(f"unknown bench method(s) {unknown or a.methods!r}: choose from {', '.join(METHODS)}")
+    check_settings(a.max_new_tokens, a.temperature)
+    if a.gamma < 1 or a.hf_lookup_tokens < 1:
+        raise ValueError("--gamma and --hf-lookup-tokens must be ≥ 1")
+    if a.threads is not None:
+        if a.threads < 1:
+            raise ValueError(f"--threads must be ≥ 1, got {a.threads}")
+        torch.set_num_threads(a.threads)
+    files = [Path(p) for p in a.prompts] if a.prompts else default_prompt_files()
+    if not files:
+        raise FileNotFoundError(f"no prompt files: none given and none in {BENCH_DIR}")
+    prompts = balanced_prompts(files, a.n_prompts)
+    target = load_target(a.target, device=a.device, dtype=a.dtype)
+    settings = BenchSettings(a.max_new_tokens, a.temperature, a.seed, a.gamma, a.hf_lookup_tokens)
+    log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
+    rep = run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log)
+    rep.command = " ".join(["dspark-viz", "bench"] + list(argv_for_record if argv_for_record is not None
+                                                           else sys.argv[1:]))
+    print(format_table(rep))
+    if a.json:
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(rep.to_dict(), f, indent=1)
+        print(f"wrote {a.json}", file=sys.stderr)
+    return rep
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m dspark_viz.bench") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
+    add_arguments(ap)
+    a = ap.parse_args(argv)
+    try:
+        run_from_args(a, argv if argv is not None else sys.argv[1:])
+    except (ValueError, FileNotFoundError) as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

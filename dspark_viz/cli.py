@@ -1,0 +1,232 @@
+"""`dspark-viz …` command line: thin subcommands over the library.
+
+    dspark-viz generate "Explain RoPE in two sentences." --drafter lookup --max-new-tokens 96
+    dspark-viz bench --n-prompts 2 --max-new-tokens 64 --json bench.json
+    dspark-viz data | train | eval | calibrate | profile | simulate …   (dspark_viz/commands.py)
+
+Adding a subcommand: write ``add(parser)`` and ``run(args) -> int`` and put them in SUBCOMMANDS, or
+give a module a ``register(subparsers)`` that sets ``func`` and list it in REGISTRARS.
+Bad input (ValueError / FileNotFoundError, argparse errors) prints one line on stderr and exits 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+# -- terminal colours ------------------------------------------------------------------------------
+ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "bonus": "\x1b[33m", "dim": "\x1b[2m", "reset": "\x1b[0m"}
+
+
+def use_color(flag_no_color: bool, stream=None) -> bool:
+    stream = stream or sys.stdout
+    return not flag_no_color and "NO_COLOR" not in os.environ and hasattr(stream, "isatty") and stream.isatty()
+
+
+def paint(text: str, kind: str, color: bool) -> str:
+    return f"{ANSI[kind]}{text}{ANSI['reset']}" if color and text else text
+
+
+def render_round(r, color: bool) -> str:
+    """One round as text: accepted drafts, the rejected draft (struck, red), then the bonus token."""
+    parts = [paint(d.text, "accepted", color) for d in r.drafts if d.status == "accepted"]
+    if color:                                  # a struck-out newline would still break the line: show ↵
+        parts += [paint(d.text.replace("\n", "↵"), "rejected", color) for d in r.drafts if d.status == "rejected"]
+    if r.bonus is not None:
+        parts.append(paint(r.bonus_text, "bonus", color))
+    return "".join(parts)
+
+
+def summary_line(trace) -> str:
+    from . import metrics
+
+    ts = metrics.time_split(trace)
+    return (f"τ = {metrics.tau(trace):.2f} tokens/round · {trace.n_generated} tokens in {len(trace.rounds)} rounds "
+            f"· {metrics.tokens_per_second(trace):.1f} tok/s · time: draft {ts['draft']:.0%} verify "
+            f"{ts['verify']:.0%} schedule {ts['schedule']:.0%} other {ts['other']:.0%} · "
+            f"drafter {trace.meta.get('drafter')}, policy {trace.meta.get('policy')}, "
+            f"T = {trace.meta.get('temperature')}")
+
+
+# -- generate ----------------------------------------------------------------------------------------
+PLAIN_NAMES = ("none", "plain")
+
+
+def _add_generate(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("prompt", help="the user message (the chat template is applied)")
+    ap.add_argument("--drafter", default="lookup", help="lookup (default), a shipped neural drafter "
+                    "(dspark, dspark-rnn, dflash, eagle) or none for plain decoding")
+    ap.add_argument("--gamma", type=int, default=None, help="block size of the lookup drafter (default 7)")
+    ap.add_argument("--policy", default="fixed", help="fixed (ℓ = γ), fixed-<ℓ>, threshold, hardware-aware, "
+                    "async-global, retrospective")
+    ap.add_argument("--theta", type=float, default=0.5, help="threshold of the threshold policy")
+    ap.add_argument("--sps-profile", default=None, help="SPS profile for hardware-aware / async-global: "
+                    "gpu-like, jagged, cpu or a .json path (default gpu-like)")
+    ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace-out", default=None, metavar="FILE.json", help="save the Trace as JSON")
+    ap.add_argument("--target", default=None, help="local HF folder or .gguf (default: embedded SmolLM2)")
+    ap.add_argument("--dtype", default=None, choices=["fp32", "bf16"], help="default: fp32 on CPU, bf16 on GPU")
+    ap.add_argument("--device", default=None, help="cpu / cuda (default: cuda when available)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--no-color", action="store_true", help="plain text (also automatic when not a terminal)")
+
+
+def _make_policy(name: str, gamma: int, theta: float):
+    from .scheduler import make_policy
+
+    key = name.strip().lower()
+    if key == "fixed":
+        return make_policy(f"fixed-{gamma}")
+    if key == "threshold":
+        return make_policy("threshold", theta=theta)
+    return make_policy(key)
+
+
+def _run_generate(a: argparse.Namespace) -> int:
+    import torch
+
+    from .decode import check_settings, generate_rounds
+    from .drafters import NAMES, load_drafter
+    from .target import load_target
+
+    # cheap checks first: a typo should not cost a model load
+    if not a.prompt.strip():
+        raise ValueError("the prompt is empty: type a question or an instruction")
+    check_settings(a.max_new_tokens, a.temperature)
+    drafter_name = a.drafter.strip().lower()
+    if drafter_name not in NAMES + PLAIN_NAMES:
+        raise ValueError(f"unknown drafter {a.drafter!r}: choose one of {', '.join(NAMES + PLAIN_NAMES)}")
+    if a.gamma is not None and a.gamma < 1:
+        raise ValueError(f"--gamma must be ≥ 1, got {a.gamma}")
+    if a.gamma is not None and drafter_name != "lookup":
+        raise ValueError("--gamma applies to the lookup drafter only; a neural drafter's γ is fixed by its "
+                         "training (use --policy fixed-<ℓ> to verify fewer tokens)")
+    policy = _make_policy(a.policy, a.gamma or 7, a.theta) if drafter_name not in PLAIN_NAMES else None
+    sps = None
+    if a.sps_profile:
+        from .engine import named_profile
+        sps = named_profile(a.sps_profile)
+    if a.trace_out and os.path.isdir(a.trace_out):
+        raise ValueError(f"--trace-out {a.trace_out} is a folder: give a file name")
+    if a.threads is not None:
+        if a.threads < 1:
+            raise ValueError(f"--threads must be ≥ 1, got {a.threads}")
+        torch.set_num_threads(a.threads)
+
+    target = load_target(a.target, device=a.device, dtype=a.dtype)
+    drafter = None
+    if drafter_name not in PLAIN_NAMES:
+        drafter = load_drafter(drafter_name, target, **({"gamma": a.gamma} if a.gamma else {}))   # (lookup only)
+        if a.policy.strip().lower() == "fixed":
+            policy = _make_policy("fixed", drafter.gamma, a.theta)
+        if policy.needs_confidence and not drafter.has_confidence:
+            raise ValueError(f"policy {policy.name!r} needs confidences; drafter {drafter.name!r} has no "
+                             f"confidence head (use --policy fixed or a neural drafter)")
+    rounds = generate_rounds(target, drafter, a.prompt, policy=policy, temperature=a.temperature,
+                             max_new_tokens=a.max_new_tokens, seed=a.seed, sps=sps)
+    color = use_color(a.no_color)
+    out = sys.stdout
+    if color:                                                     # stream round by round
+        for r in rounds:
+            if r.index == 0:
+                out.write(paint(rounds.trace.first_text, "bonus", color))
+            out.write(render_round(r, color))
+            out.flush()
+        if not rounds.trace.rounds:
+            out.write(paint(rounds.trace.first_text, "bonus", color))
+        out.write("\n")
+    else:
+        for _ in rounds:
+            pass
+        out.write(rounds.trace.text() + "\n")
+    trace = rounds.trace
+    print(summary_line(trace), file=sys.stderr)
+    if color:
+        print(f"{paint('accepted draft', 'accepted', True)} · {paint('rejected draft', 'rejected', True)} · "
+              f"{paint('target token (bonus)', 'bonus', True)}", file=sys.stderr)
+    if a.trace_out:
+        trace.to_json(a.trace_out)
+        print(f"trace written to {a.trace_out}", file=sys.stderr)
+    return 0
+
+
+# -- bench ---------------------------------------------------------------------------------------------
+def _add_bench(ap: argparse.ArgumentParser) -> None:
+    from .bench import add_arguments
+
+    add_arguments(ap)
+
+
+def _run_bench(a: argparse.Namespace) -> int:
+    from .bench import run_from_args
+
+    run_from_args(a, getattr(a, "_argv", None))
+    return 0
+
+
+@dataclass
+class Subcommand:
+    help: str
+    add: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "generate": Subcommand("decode one prompt, colouring accepted / rejected / bonus tokens", _add_generate,
+                           _run_generate),
+    "bench": Subcommand("time HF generate, HF prompt lookup, our plain loop and lookup decoding", _add_bench,
+                        _run_bench),
+}
+
+# Modules whose ``register(subparsers)`` adds more subcommands (each sets ``func(args)`` via set_defaults):
+# dspark_viz/commands.py holds data, train, eval, calibrate, profile, simulate.
+REGISTRARS = ("dspark_viz.commands",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    ap = argparse.ArgumentParser(prog="dspark-viz", description="DSpark speculative decoding, visualised.")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    for name, sc in SUBCOMMANDS.items():
+        sc.add(sub.add_parser(name, help=sc.help, description=sc.help))
+    for mod in REGISTRARS:
+        try:
+            registrar = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:                     # the module exists but a dependency is missing: say so
+                raise
+            continue
+        registrar.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = build_parser()
+    try:
+        a = ap.parse_args(argv)
+    except SystemExit as e:                       # argparse: --help (0) or a usage error (2)
+        return int(e.code or 0)
+    if not a.command:
+        ap.print_help(sys.stderr)
+        return 2
+    a._argv = argv[1:]
+    try:
+        if a.command in SUBCOMMANDS:
+            return SUBCOMMANDS[a.command].run(a)
+        return int(a.func(a) or 0)                # a registrar's subcommand
+    except (ValueError, FileNotFoundError) as e:
+        print(f"dspark-viz {a.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

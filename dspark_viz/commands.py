@@ -1,0 +1,224 @@
+"""Subcommands `data`, `train`, `eval`, `calibrate`, `profile`, `simulate` (argparse in, library calls out).
+
+Each ``add_*`` takes a subparser and sets ``func``; cli.py registers them. No algorithm lives here.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .engine import PROFILE_DIR
+
+
+def _target(a):
+    import torch
+
+    from .target import load_target
+
+    if getattr(a, "threads", None):
+        torch.set_num_threads(a.threads)
+    return load_target(getattr(a, "target", None), dtype=getattr(a, "dtype", None))
+
+
+def _common(p, threads=True):
+    p.add_argument("--target", default=None, help="a local HF causal-LM folder or .gguf (default: embedded SmolLM2)")
+    p.add_argument("--dtype", default=None, choices=["fp32", "bf16"])
+    if threads:
+        p.add_argument("--threads", type=int, default=None)
+
+
+# -- data / train ------------------------------------------------------------------------------
+def add_data(sub) -> None:
+    p = sub.add_parser("data", help="generate target responses and cache target features (resumable)")
+    p.add_argument("--prompts", default=None)
+    p.add_argument("--out", default=None)
+    p.add_argument("--max-new-tokens", type=int, default=160)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--write-prompts", default=None, metavar="DIR", help="only write the prompt suites to DIR")
+    p.set_defaults(func=run_data)
+
+
+def run_data(a) -> None:
+    from .train import data, prompts
+
+    if a.write_prompts:
+        for k, v in prompts.write_suites(a.write_prompts).items():
+            print(f"{k}: {v}")
+        return
+    argv = [x for k, v in (("--prompts", a.prompts), ("--out", a.out)) if v for x in (k, v)]
+    argv += ["--max-new-tokens", str(a.max_new_tokens), "--batch-size", str(a.batch_size),
+             "--temperature", str(a.temperature)]
+    argv += (["--limit", str(a.limit)] if a.limit else []) + (["--threads", str(a.threads)] if a.threads else [])
+    data.main(argv)
+
+
+def add_train(sub) -> None:
+    from .train.cli import add_train_args, run_train
+
+    p = sub.add_parser("train", help="train one drafter (dspark | dspark-rnn | dflash | eagle), resumable")
+    add_train_args(p)
+    p.set_defaults(func=run_train)
+
+
+# -- eval ----------------------------------------------------------------------------------------
+def add_eval(sub) -> None:
+    p = sub.add_parser("eval", help="full-block evaluation (ℓ = γ): τ per domain, survival, acceptance")
+    p.add_argument("--drafter", required=True)
+    p.add_argument("--prompts", nargs="+", required=True, help="{\"turns\": [...]} JSONL file(s)")
+    p.add_argument("--domain", default=None)
+    p.add_argument("--per-domain", type=int, default=None, help="at most this many prompts per domain")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None)
+    p.add_argument("--traces", default=None, metavar="DIR")
+    _common(p)
+    p.set_defaults(func=run_eval)
+
+
+def run_eval(a) -> None:
+    from .drafters import load_drafter
+    from .evaluate import evaluate_drafter, format_report, load_eval_prompts, to_json
+
+    recs = load_eval_prompts(a.prompts, domain=a.domain, per_domain=a.per_domain)
+    if not recs:
+        raise ValueError("no prompts selected (check --prompts / --domain)")
+    target = _target(a)
+    res = evaluate_drafter(target, load_drafter(a.drafter, target), recs, a.temperature, a.max_new_tokens,
+                           a.seed, a.traces)
+    print(format_report(res))
+    if a.json:
+        to_json(res, a.json)
+
+
+# -- calibrate -------------------------------------------------------------------------------------
+def add_calibrate(sub) -> None:
+    p = sub.add_parser("calibrate", help="fit Sequential Temperature Scaling and report ECE / AUROC")
+    p.add_argument("--drafter", required=True)
+    p.add_argument("--prompts", nargs="+", default=None, help="fit prompts (JSONL)")
+    p.add_argument("--eval-prompts", nargs="+", default=None, help="out-of-sample prompts (JSONL)")
+    p.add_argument("--per-domain", type=int, default=None)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--fit-traces", default=None, metavar="DIR", help="fit on recorded Trace JSONs instead of decoding")
+    p.add_argument("--eval-traces", default=None, metavar="DIR", help="evaluate on recorded Trace JSONs")
+    p.add_argument("--json", default=None)
+    p.add_argument("--out", default=None, help="calibration file (default: beside the shipped drafter)")
+    _common(p)
+    p.set_defaults(func=run_calibrate)
+
+
+def run_calibrate(a) -> None:
+    from .calibration import STSCalibration, calibration_report, fit_sts, rollouts_from_traces
+    from .drafters import load_drafter
+    from .drafters.neural import calibration_path
+    from .evaluate import evaluate_drafter, load_eval_prompts
+
+    from .trace import Trace
+
+    fit_src, eval_src = a.fit_traces or a.prompts, a.eval_traces or a.eval_prompts
+    if not fit_src and not eval_src:
+        raise ValueError("give --prompts / --fit-traces (fit) and/or --eval-prompts / --eval-traces (evaluate)")
+    out = Path(a.out) if a.out else calibration_path(a.drafter)
+    state = {}
+
+    def drafter():
+        if "d" not in state:
+            target = _target(a)
+            state["t"], state["d"] = target, load_drafter(a.drafter, target, calibrated=False)
+            if not state["d"].has_confidence:
+                raise ValueError(f"drafter {a.drafter!r} has no confidence head to calibrate")
+        return state["t"], state["d"]
+
+    def rollouts(files, trace_dir):
+        if trace_dir:
+            traces = [Trace.from_json(str(p)) for p in sorted(Path(trace_dir).glob("*.json"))]
+            if not traces:
+                raise FileNotFoundError(f"no Trace JSON files in {trace_dir}")
+        else:
+            target, d = drafter()
+            recs = load_eval_prompts(files, per_domain=a.per_domain)
+            traces = evaluate_drafter(target, d, recs, a.temperature, a.max_new_tokens)["traces"]
+        return rollouts_from_traces(traces)
+
+    if fit_src:
+        conf, acc, ell = rollouts(a.prompts, a.fit_traces)
+        cal = fit_sts(conf, acc, ell)
+        cal.meta.update(drafter=a.drafter, fit_rounds=int(len(acc)), temperature=a.temperature)
+        cal.save(out)
+        print(f"saved {out}: temperatures {[round(t, 3) for t in cal.temperatures]}")
+    else:
+        cal = STSCalibration.load(out)
+    if eval_src:
+        conf, acc, ell = rollouts(a.eval_prompts, a.eval_traces)
+    rep = calibration_report(conf, acc, ell, calib=cal)
+    body = {k: rep[k] for k in ("ece_before", "ece_after", "auroc", "n")}
+    body["out_of_sample"] = bool(eval_src)
+    print(json.dumps(body, indent=1, default=float))
+    if a.json:
+        Path(a.json).write_text(json.dumps(dict(rep, out_of_sample=bool(eval_src)), indent=1, default=float))
+
+
+# -- profile / simulate ----------------------------------------------------------------------------
+def add_profile(sub) -> None:
+    p = sub.add_parser("profile", help="measure the target's steps/s for B = 1…Bmax tokens per forward")
+    p.add_argument("--bmax", type=int, default=64)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--ctx-len", type=int, default=256)
+    p.add_argument("--out", default=str(PROFILE_DIR / "cpu.json"))
+    _common(p)
+    p.set_defaults(func=run_profile)
+
+
+def run_profile(a) -> None:
+    from .engine import measure_profile
+
+    target = _target(a)
+    prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    prof.save(a.out)
+    for b, s in zip(prof.batch, prof.sps):
+        print(f"B={b:4d}  {s:8.2f} steps/s  {1000 / s:8.1f} ms")
+    print(f"saved {a.out}")
+
+
+def add_simulate(sub) -> None:
+    p = sub.add_parser("simulate", help="trace-driven serving simulation of every policy")
+    p.add_argument("--profile", default="gpu-like")
+    p.add_argument("--traces", default=None, metavar="DIR", help="recorded Trace JSONs (default: assets/traces)")
+    p.add_argument("--rounds", type=int, default=200)
+    p.add_argument("--json", default=None)
+    p.set_defaults(func=run_simulate)
+
+
+def run_simulate(a) -> None:
+    from .engine import headline, named_profile, sweep
+    from .trace import Trace
+
+    tdir = Path(a.traces) if a.traces else PROFILE_DIR.parent / "traces"
+    traces = [Trace.from_json(str(p)) for p in sorted(tdir.glob("*.json"))]
+    traces = [t for t in traces if any(r.drafts and r.drafts[0].confidence is not None for r in t.rounds)]
+    if not traces:
+        raise FileNotFoundError(f"no recorded traces with confidences in {tdir}")
+    prof = named_profile(a.profile)
+    policies = ["fixed-1", "fixed-2", "fixed-3", "fixed-4", "fixed-5", "fixed-6", "fixed-7", "hardware-aware",
+                "async-global"]
+    df = sweep(traces, policies, prof, n_rounds=a.rounds)
+    head = headline(df)
+    print(df.to_string(index=False))
+    print(json.dumps(head, indent=1, default=float))
+    if a.json:
+        Path(a.json).write_text(json.dumps({"profile": prof.name, "curves": df.to_dict(orient="records"), **head},
+                                           indent=1, default=float))
+
+
+REGISTRY = (add_data, add_train, add_eval, add_calibrate, add_profile, add_simulate)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for add in REGISTRY:
+        add(sub)

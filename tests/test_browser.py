@@ -1,0 +1,107 @@
+"""The app in a real browser: Playwright for Python driving Debian's Chromium (/usr/bin/chromium).
+
+Types a prompt, moves the engine-load slider, runs, waits for coloured tokens, then checks in the scheduler
+playground that the chosen verification lengths change with the load. Screenshots go to test-artifacts/.
+Without Chromium (or the playwright package) the test skips — except under CI=true, where it fails.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+pytestmark = [pytest.mark.browser,
+              pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
+              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("DSPARK_CHROMIUM", "/usr/bin/chromium")  # Debian's (DSPARK_CHROMIUM overrides)
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-quic"]
+TIMEOUT_MS = 180_000                                  # the first page load after a cold start is slow
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"browser test cannot run under CI=true: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser_ctx(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"{CHROMIUM} is missing: install Debian's Chromium with `apt-get install -y chromium`")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:
+        _unavailable(f"the playwright package is not installed ({e})")
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=ARGS,
+            viewport={"width": 1400, "height": 1000})
+        ctx.set_default_timeout(TIMEOUT_MS)
+        yield ctx
+        ctx.close()
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    sys.path.insert(0, str(ROOT))
+    import app
+    from dspark_viz.drafters import RandomDrafter
+    from dspark_viz.toy import tiny_llama_target
+
+    target = tiny_llama_target()
+    demo = app.build_demo(target, {"random": RandomDrafter(target.vocab_size, gamma=4, seed=1)}, trace_dir=None,
+                          examples=[("chat", "abcabcabc")])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+def _set_slider(page, elem_id: str, value: int) -> None:
+    """Drag-equivalent: set the range input and fire the events a user's drag fires."""
+    page.locator(f"#{elem_id} input[type=range]").fill(str(value))
+    page.locator(f"#{elem_id} input[type=range]").dispatch_event("change")
+
+
+def test_live_decode_and_playground_in_chromium(browser_ctx, app_url):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser_ctx.new_page()
+    page.goto(app_url)
+    page.locator("#prompt textarea").fill("abcabcabc")
+    _set_slider(page, "live-load", 40)
+    assert page.locator("#live-load input[type=number]").input_value() == "40"
+    page.locator("#run").click()
+    page.wait_for_selector("#live-strip .dsv-bonus")                      # coloured tokens are streaming
+    page.wait_for_function("document.querySelector('#live-status').innerText.includes('plain decoding done')")
+    strip = page.locator("#live-strip")
+    assert strip.locator(".dsv-tok").count() > 5
+    colour = strip.locator(".dsv-bonus").first.evaluate("e => getComputedStyle(e).backgroundColor")
+    assert colour not in ("rgba(0, 0, 0, 0)", "transparent")
+    status = page.locator("#live-status").inner_text()
+    assert "hardware-aware@R=40" in status                                # the moved slider reached the scheduler
+    page.wait_for_selector("#round-plot .vega-embed")
+    page.screenshot(path=str(ARTIFACTS / "browser-live.png"), full_page=True)
+
+    page.get_by_role("tab", name="Scheduler playground").click()
+    lengths = page.locator("#pg-lengths-text")
+    lengths.wait_for()
+    before = (lengths.get_attribute("data-r"), lengths.get_attribute("data-mean"), lengths.inner_text())
+    assert before[0] == "8"
+    _set_slider(page, "pg-load", 200)
+    page.wait_for_function("document.querySelector('#pg-lengths-text').dataset.r === '200'")
+    after = (lengths.get_attribute("data-r"), lengths.get_attribute("data-mean"), lengths.inner_text())
+    assert after[2] != before[2] and float(after[1]) < float(before[1])    # busier engine → shorter ℓ
+    assert "R = 200" in page.locator("#pg-summary").inner_text()
+    page.wait_for_selector("#pg-path-plot .vega-embed")
+    page.screenshot(path=str(ARTIFACTS / "browser-playground.png"), full_page=True)
+    page.close()

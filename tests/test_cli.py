@@ -1,0 +1,78 @@
+"""The command line and the bench runner, on the session's real target (never loaded twice)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dspark_viz import bench, cli
+from dspark_viz.trace import Trace
+
+
+@pytest.fixture
+def patched_target(monkeypatch, real_target):
+    monkeypatch.setattr("dspark_viz.target.load_target", lambda *a, **k: real_target)
+    return real_target
+
+
+def test_generate_prints_text_and_summary(capsys, patched_target, tmp_path):
+    out_json = tmp_path / "trace.json"
+    rc = cli.main(["generate", "Name three colours.", "--max-new-tokens", "12", "--trace-out", str(out_json)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    tr = Trace.from_json(str(out_json))
+    assert out == tr.text() + "\n" and "\x1b[" not in out            # not a terminal: no colour
+    assert "τ = " in err and "tok/s" in err and "drafter lookup" in err and tr.n_generated <= 12
+    assert tr.meta["drafter"] == "lookup" and tr.meta["policy"] == "fixed-7"
+
+
+def test_generate_plain_sampling(capsys, patched_target):
+    rc = cli.main(["generate", "Say hi.", "--drafter", "none", "--max-new-tokens", "5", "--temperature", "0.8",
+                   "--seed", "3"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "drafter plain" in err and "T = 0.8" in err and out.strip()
+
+
+def test_render_round_colours():
+    from test_trace_metrics import hand_trace
+
+    r = hand_trace().rounds[1]                              # accepted t6, rejected t7, pruned t8, bonus t11
+    s = cli.render_round(r, color=True)
+    assert s == "\x1b[32mt6\x1b[0m\x1b[9;31mt7\x1b[0m\x1b[33mt11\x1b[0m"
+    assert cli.render_round(r, color=False) == "t6t11"
+    assert not cli.use_color(False, stream=open(__file__))   # a file is not a terminal
+
+
+def test_bench_json(capsys, patched_target, tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"turns": ["Count from one to five."]}) + "\n"
+                       + json.dumps({"turns": ["Repeat: a b c a b c"]}) + "\n")
+    out_json = tmp_path / "bench.json"
+    rc = cli.main(["bench", "--prompts", str(prompts), "--n-prompts", "1", "--max-new-tokens", "6",
+                   "--no-warmup", "--json", str(out_json),
+                   "--methods", "hf_generate,hf_prompt_lookup,plain,lookup,dspark_sched"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    rep = json.loads(out_json.read_text())
+    assert set(rep["methods"]) == {"hf_generate", "hf_prompt_lookup", "plain", "lookup", "dspark_sched"}
+    for name, m in rep["methods"].items():
+        assert m["tok_per_s"] > 0 and {"ratio_vs_hf_generate", "tau"} <= set(m)
+        assert m["same_as_hf_generate"] == 1                 # greedy: same tokens as transformers
+    assert rep["methods"]["hf_generate"]["ratio_vs_hf_generate"] == 1.0
+    assert rep["methods"]["plain"]["tau"] == 1.0 and rep["methods"]["hf_generate"]["tau"] is None
+    assert rep["machine"]["torch"] and rep["command"].startswith("dspark-viz bench")
+    assert "hf_generate" in out and "×hf_gen" in out
+
+
+def test_bench_registry_and_balanced_prompts(tmp_path):
+    assert list(bench.METHODS)[:4] == ["hf_generate", "hf_prompt_lookup", "plain", "lookup"]
+    f = tmp_path / "gsm8k_x.jsonl"
+    f.write_text("".join(json.dumps({"turns": [f"q{i}"]}) + "\n" for i in range(10)))
+    g = tmp_path / "humaneval_y.jsonl"
+    g.write_text("".join(json.dumps({"turns": [f"c{i}"]}) + "\n" for i in range(3)))
+    ps = bench.balanced_prompts([f, g], 3)
+    assert [p["prompt"] for p in ps] == ["q0", "c0", "q4", "c1", "q9", "c2"]      # evenly spaced, interleaved
+    assert {p["domain"] for p in ps} == {"math", "code"}
+    with pytest.raises(ValueError, match="n-prompts"):
+        bench.balanced_prompts([f], 0)
+    assert len(bench.default_prompt_files()) in (0, 3)

@@ -1,0 +1,171 @@
+"""Neural drafters: masks, heads, losses, training, checkpoints, train/inference agreement."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dspark_viz.config import DrafterConfig, TrainConfig
+from dspark_viz.decode import plain_generate, speculative_generate
+from dspark_viz.drafters.dspark import NeuralDrafter
+from dspark_viz.drafters.neural import build_model, init_from_target, load_drafter_file, save_drafter
+from dspark_viz.toy import tiny_llama_target
+from dspark_viz.train.data import _features_batch
+from dspark_viz.train.losses import confidence_label, l1_distance, target_probs
+from dspark_viz.train.trainer import batch_loss, build_draft_vocab, dspark_forward, eagle_forward
+
+GAMMA = 5
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    t = tiny_llama_target(vocab_size=48, hidden_size=64, n_layers=4)
+    g = torch.Generator().manual_seed(0)
+    seqs = []
+    for i in range(6):
+        ids = torch.randint(0, 48, (36,), generator=g).tolist()
+        f, h, l = _features_batch(t, [ids])[0]
+        seqs.append(dict(id=f"{i:06d}", n=36, prompt_len=8, ids=torch.tensor(ids), feats=f, hidden=h, lse=l))
+    return t, seqs
+
+
+def make(t, seqs, algo, **kw):
+    cfg = DrafterConfig.for_target(t, algo, draft_vocab=32, rank=8, gamma=GAMMA, **kw)
+    torch.manual_seed(0)
+    m = build_model(cfg, t, build_draft_vocab(seqs, 32))
+    init_from_target(m, t)
+    with torch.no_grad():                      # non-trivial heads (W2 starts at zero)
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return m
+
+
+def test_block_sees_only_context_before_anchor_and_its_own_block(tiny):
+    t, seqs = tiny
+    m = make(t, seqs, "dspark")
+    s = seqs[0]
+    anchors = torch.tensor([12, 20])
+    with torch.no_grad():
+        base = dspark_forward(m, s, anchors)[0]
+        # the anchor's own target feature (position 20) and everything later: block 2 unchanged
+        s2 = dict(s, feats=s["feats"].clone())
+        s2["feats"][20:] += 5
+        assert torch.equal(dspark_forward(m, s2, anchors)[0][1], base[1])
+        # a feature strictly before the anchor does change it
+        s3 = dict(s, feats=s["feats"].clone())
+        s3["feats"][19] += 5
+        assert not torch.allclose(dspark_forward(m, s3, anchors)[0][1], base[1])
+        # block 1 (anchor 12) never sees block 2's anchor token
+        s4 = dict(s, ids=s["ids"].clone())
+        s4["ids"][20] = (s4["ids"][20] + 1) % 48
+        assert torch.allclose(dspark_forward(m, s4, anchors)[0][0], base[0], atol=1e-6)
+
+
+def test_markov_and_rnn_bias_at_known_token(tiny):
+    t, seqs = tiny
+    for algo in ("dspark", "dspark-rnn"):
+        m = make(t, seqs, algo)
+        prev = torch.tensor([3])
+        h = torch.randn(1, 64)
+        b, state, e = m.head.step(prev, h, m.head.init_state(1))
+        assert torch.equal(e, m.head.W1.weight[3:4])
+        if algo == "dspark":
+            assert torch.allclose(b, m.head.W1.weight[3:4] @ m.head.W2.weight.T)
+        else:
+            r = m.head.r
+            z = torch.cat([torch.zeros(1, r), e, h], -1)
+            g, c, o = m.head.gate(z).chunk(3, -1)
+            assert torch.allclose(state, (1 - torch.sigmoid(g)) * torch.tanh(c))
+            assert torch.allclose(b, torch.tanh(o) @ m.head.W2.weight.T)
+
+
+def test_confidence_label_is_one_minus_half_l1():
+    p_d = torch.tensor([[[0.5, 0.3, 0.2]]])
+    p_t = torch.tensor([[[0.2, 0.3, 0.4]]])           # 0.1 of target mass outside the draft vocabulary
+    l1 = l1_distance(p_d, p_t)
+    assert torch.allclose(l1, torch.tensor([[0.3 + 0.0 + 0.2 + 0.1]]))
+    assert torch.allclose(confidence_label(l1), 1 - 0.5 * l1)
+
+
+def test_target_probs_from_hidden_and_lse(tiny):
+    t, seqs = tiny
+    s = seqs[0]
+    W = t.lm_head_weight.detach()
+    p = target_probs(s["hidden"][None, :4].float(), s["lse"][None, :4], W)
+    logits = s["hidden"][:4].float() @ W.T
+    assert torch.allclose(p[0], torch.softmax(logits, -1), atol=2e-3)
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "dflash", "eagle"])
+def test_loss_falls_over_50_steps(tiny, algo):
+    t, seqs = tiny
+    m = make(t, seqs, algo)
+    tc = TrainConfig(blocks_per_seq=8, seqs_per_step=2)
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=3e-3)
+    gen = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(50):
+        loss, st = batch_loss(m, seqs[:3], tc, gen)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(st["loss"])
+    assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "eagle"])
+def test_training_forward_equals_inference(tiny, algo):
+    """With teacher tokens equal to the greedy drafts, training logits give the same drafts."""
+    t, seqs = tiny
+    m = make(t, seqs, algo)
+    s, p = dict(seqs[1]), 15
+    st = m.begin(s["feats"][:p].float(), s["ids"][:p].tolist())
+    toks, p_full, conf, _ = m.propose(st, int(s["ids"][p]), p, 0.0, None)
+    ids = s["ids"].clone()
+    ids[p + 1:p + 1 + GAMMA] = torch.tensor(toks)
+    s["ids"] = ids
+    fwd = eagle_forward if algo == "eagle" else dspark_forward
+    with torch.no_grad():
+        logits, c, *_ = fwd(m, s, torch.tensor([p]))
+    assert m.vocab_ids[logits[0].argmax(-1)].tolist() == toks
+    if c is not None:
+        assert torch.allclose(torch.sigmoid(c[0]), torch.tensor(conf), atol=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "dflash", "eagle"])
+def test_greedy_equality_with_plain_decoding_tiny(tiny, algo):
+    t, seqs = tiny
+    d = NeuralDrafter(make(t, seqs, algo), algo, t)
+    prompt = seqs[2]["ids"][:8].tolist()
+    sp = speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=24, temperature=0)
+    pl = plain_generate(t, prompt_ids=prompt, max_new_tokens=24, temperature=0)
+    assert sp.output_ids == pl.output_ids
+    assert all(len(r.drafts) == GAMMA for r in sp.rounds)
+
+
+def test_checkpoint_card_validation(tiny, tmp_path):
+    t, seqs = tiny
+    m = make(t, seqs, "dspark")
+    path = tmp_path / "d.json"
+    save_drafter(m, t, path, {"train": {"steps": 1}})
+    card = json.loads(path.read_text())
+    assert card["vocab_hash"] == t.vocab_hash and card["algo"] == "dspark"
+    assert not any("embed" in k or "lm_head" in k for k in
+                   __import__("safetensors.torch", fromlist=["load_file"]).load_file(str(tmp_path / "d.safetensors")))
+    d = load_drafter_file(path, t)
+    assert d.gamma == GAMMA and d.has_confidence
+    other = tiny_llama_target(vocab_size=40, hidden_size=64, n_layers=4)
+    with pytest.raises(ValueError, match="trained for target"):
+        load_drafter_file(path, other)
+    w = tmp_path / "d.safetensors"
+    raw = bytearray(w.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    w.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="corrupted"):
+        load_drafter_file(path, t)
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_drafter_file(path, t)
+    with pytest.raises(FileNotFoundError):
+        load_drafter_file(tmp_path / "missing.json", t)

@@ -23,5 +23,7 @@ model: setup
 demo: model
 	GRADIO_ANALYTICS_ENABLED=False $(VPY) app.py
 
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
 test: model
-	GRADIO_ANALYTICS_ENABLED=False $(VPY) -m pytest -q $(PYTEST_ARGS)
+	GRADIO_ANALYTICS_ENABLED=False $(VPY) -m pytest -q $(NBVAL) tests notebooks $(PYTEST_ARGS)

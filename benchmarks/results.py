@@ -87,19 +87,22 @@ def write_markdown() -> Path:
     lines = ["# Results: drafter quality on the embedded target", "",
              "Written by `python benchmarks/results.py` from the cells in `docs/results/` (rerun it to refresh).",
              "Target: SmolLM2-135M-Instruct (embedded GGUF, fp32 on CPU). Full-block verification ℓ = γ = 7 "
-             "(the paper's Table 1 setting); τ = committed tokens per round, bonus included.", ""]
+             "(the paper's Table 1 setting); τ = committed tokens per round, bonus included.",
+             "The training budget of each drafter is listed at the end: every algorithm gets the same data and "
+             "steps; cells with few prompts per domain are small samples (see the prompt counts).", ""]
     if not cells:
         lines.append("_No results yet: run the command above._")
     for src in sorted({c["source"] for c in cells}):
         for T in sorted({c["temperature"] for c in cells if c["source"] == src}):
-            sub = [c for c in cells if c["source"] == src and c["temperature"] == T]
+            sub = sorted([c for c in cells if c["source"] == src and c["temperature"] == T],
+                         key=lambda c: DRAFTERS.index(c["drafter"]) if c["drafter"] in DRAFTERS else 9)
             doms = sorted({d for c in sub for d in c["per_domain"]})
             lines += [f"## {src}, T = {T:g}", "",
                       f"Prompts per domain: {max(c['n_prompts'] for c in sub) // max(len(doms), 1)}, "
                       f"{sub[0]['max_new_tokens']} new tokens, seeds fixed.", "",
                       "| drafter | " + " | ".join(doms) + " | mixed τ | rounds |",
                       "|---|" + "---|" * (len(doms) + 2)]
-            for c in sorted(sub, key=lambda c: DRAFTERS.index(c["drafter"]) if c["drafter"] in DRAFTERS else 9):
+            for c in sub:
                 lines.append(f"| {LABEL.get(c['drafter'], c['drafter'])} | " +
                              " | ".join(f"{c['per_domain'].get(d, {}).get('tau', float('nan')):.3f}" for d in doms) +
                              f" | **{c['tau']:.3f}** | {c['rounds']} |")
@@ -115,6 +118,21 @@ def write_markdown() -> Path:
             for c in sub:
                 lines.append(f"| {LABEL.get(c['drafter'], c['drafter'])} | " +
                              " | ".join(f"{x:.3f}" for x in c["survival"]) + " |")
+            lines.append("")
+    cal_dir = ROOT / "docs" / "calibration"
+    cals = sorted(cal_dir.glob("*.json")) if cal_dir.exists() else []
+    if cals:
+        lines += ["## Confidence calibration (STS)", "",
+                  "Fitted on the full-block traces of the project's evaluation split, measured out of sample on the "
+                  "../shared/bench traces (`dspark-viz calibrate --fit-traces … --eval-traces … --json …`). "
+                  "ECE of prefix survival a_k against 1[m ≥ k] (20 bins); AUROC of a_k.", ""]
+        for p in cals:
+            r = json.loads(p.read_text())
+            g = len(r["ece_before"])
+            lines += [f"**{p.stem}** (rounds per position: {r['n']})", "",
+                      "| | " + " | ".join(f"k={k}" for k in range(1, g + 1)) + " |", "|---|" + "---|" * g]
+            for key, lab in (("ece_before", "ECE before"), ("ece_after", "ECE after STS"), ("auroc", "AUROC")):
+                lines.append(f"| {lab} | " + " | ".join(f"{x:.3f}" if x == x else "–" for x in r[key]) + " |")
             lines.append("")
     trained = {c["drafter"]: c.get("card_train", {}) for c in cells}
     if trained:

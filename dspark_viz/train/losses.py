@@ -70,9 +70,9 @@ def drafter_loss(logits: torch.Tensor, labels: torch.Tensor, p_target: torch.Ten
         bce = F.binary_cross_entropy_with_logits(conf_logit.float(), confidence_label(l1), reduction="none")
         loss = loss + w_conf * (bce * wm).sum() / denom
         bce = (bce * wm).sum() / denom
-    tv = 0.5 * l1.detach()
+    tv, ce, l1 = 0.5 * l1.detach(), ce.detach(), l1.detach()
     stats = {"loss": float(loss.detach()), "ce": float((ce * wm).sum() / denom), "l1": float((l1 * wm).sum() / denom),
-             "bce": float(bce), "tau_est": analytic_tau(tv, mask),
+             "bce": float(bce.detach()), "tau_est": analytic_tau(tv, mask),
              "acc1": float(((1 - tv[:, 0]) * mask[:, 0]).sum() / mask[:, 0].sum().clamp_min(1))}
     if not math.isfinite(stats["loss"]):
         raise FloatingPointError(f"non-finite loss: {stats}")

@@ -23,39 +23,32 @@ from dspark_viz.trace import DraftToken, Round, Trace
 def encodings(spec) -> dict[str, set[str]]:
     """channel → set of fields used anywhere in the spec (layers, concats, facets)."""
     out: dict[str, set[str]] = {}
-
-    def walk(x):
-        if isinstance(x, dict):
-            enc = x.get("encoding")
-            if isinstance(enc, dict):
-                for ch, v in enc.items():
-                    if isinstance(v, dict) and "field" in v:
-                        out.setdefault(ch, set()).add(v["field"])
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(spec)
+    for node in dict_nodes(spec):
+        enc = node.get("encoding")
+        if isinstance(enc, dict):
+            for ch, v in enc.items():
+                if isinstance(v, dict) and "field" in v:
+                    out.setdefault(ch, set()).add(v["field"])
     return out
+
+
+def dict_nodes(x):
+    """Every dict inside a Vega-Lite spec, depth first."""
+    if isinstance(x, dict):
+        yield x
+        for v in x.values():
+            yield from dict_nodes(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from dict_nodes(v)
 
 
 def marks(spec) -> set[str]:
     found = set()
-
-    def walk(x):
-        if isinstance(x, dict):
-            m = x.get("mark")
-            if m is not None:
-                found.add(m if isinstance(m, str) else m.get("type"))
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(spec)
+    for node in dict_nodes(spec):
+        m = node.get("mark")
+        if m is not None:
+            found.add(m if isinstance(m, str) else m.get("type"))
     return found
 
 

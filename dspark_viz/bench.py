@@ -128,23 +128,20 @@ def _drafter(target, name: str):
     return _LOADED[key]
 
 
-def _cpu_profile():
-    from .engine import named_profile
+def _cpu_profile(target=None):
+    from .engine import default_profile
 
-    try:
-        return named_profile("cpu")
-    except FileNotFoundError:
-        return named_profile("gpu-like")
+    return default_profile(str(getattr(target, "device", "cpu")))
 
 
 def _neural(name: str, scheduled: bool = False):
     def run(target, ids, s):
-        from .scheduler import HardwareAware
+        from .scheduler import FixedLength, HardwareAware
 
         d = _drafter(target, name)
         if scheduled:
-            return _ours(target, d, ids, s, policy=HardwareAware(), sps=_cpu_profile())
-        return _ours(target, d, ids, s)
+            return _ours(target, d, ids, s, policy=HardwareAware(), sps=_cpu_profile(target))
+        return _ours(target, d, ids, s, policy=FixedLength(d.gamma))
     return run
 
 
@@ -152,6 +149,7 @@ register_method("dflash", _neural("dflash"))
 register_method("eagle", _neural("eagle"))
 register_method("dspark_fixed", _neural("dspark"))
 register_method("dspark_sched", _neural("dspark", scheduled=True))
+register_method("dspark_lookup", _neural("dspark+lookup", scheduled=True))
 
 
 # -- prompts ----------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ Legend: γ block size, ℓ verified length, m accepted drafts, V vocabulary, T t
     rounds.trace                  # the Trace built so far (complete after the loop)
 
 ``drafter=None`` is plain autoregressive decoding through the same wrapper (rounds with ℓ = 0).
+Default policy: HardwareAware (Algorithm 1, R = 1) on the device's profile (engine.default_profile) for a
+drafter with a confidence head, FixedLength(γ) for one without.
 """
 from __future__ import annotations
 
@@ -50,9 +52,13 @@ class generate_rounds:
         if len(prompt_ids) + max_new_tokens > target.max_context:
             raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) "
                              f"exceeds the target's context of {target.max_context} tokens")
-        if drafter is not None and policy is None:
-            from .scheduler import FixedLength
-            policy = FixedLength(drafter.gamma)
+        if drafter is not None and policy is None:      # single user: Algorithm 1 with R = 1 on this device
+            from .scheduler import FixedLength, HardwareAware
+            if drafter.has_confidence:
+                from .engine import default_profile
+                policy, sps = HardwareAware(), sps if sps is not None else default_profile(str(target.device))
+            else:
+                policy = FixedLength(drafter.gamma)
         self.target, self.drafter, self.policy = target, drafter, policy
         self.temperature, self.max_new_tokens = float(temperature), max_new_tokens
         if calibration is None and drafter is not None:        # the drafter's saved STS, unless False
@@ -90,7 +96,10 @@ class generate_rounds:
         draft = dr.propose(state, x0, pos, T, g) if dr else None
         t1 = time.perf_counter()
         conf = draft.confidence if draft else None
-        cal = self.calibration.apply(conf) if (conf is not None and self.calibration is not None) else None
+        if draft is not None and draft.calibrated is not None:                # the drafter calibrated them
+            cal = draft.calibrated
+        else:
+            cal = self.calibration.apply(conf) if (conf is not None and self.calibration is not None) else None
         sched = None
         if draft is None or not draft.tokens:
             ell = 0

@@ -167,6 +167,14 @@ def named_profile(name: str) -> SPSProfile:
     raise ValueError(f"unknown SPS profile {name!r}; valid names: {', '.join(PROFILE_NAMES)} (or a .json path)")
 
 
+def default_profile(device: str = "cpu") -> SPSProfile:
+    """The profile single-user decoding schedules with: the measured CPU one on CPU when it exists
+    (assets/profiles/cpu.json), else the synthetic GPU-like curve."""
+    if str(device).startswith("cpu") and (PROFILE_DIR / "cpu.json").exists():
+        return SPSProfile.load(PROFILE_DIR / "cpu.json")
+    return gpu_like()
+
+
 # -- measurement -------------------------------------------------------------------------------
 def default_batches(bmax: int) -> list[int]:
     """1..8 every size, then 12, 16, 24, 32, 48, 64, 96, … (×1.5 / ×4/3 alternately) up to bmax."""

@@ -105,10 +105,14 @@ def round_outcomes(toks, rows, pt_rows, stop_ids=(), rejection: str = "residual"
 def exact_output_distribution(target, drafter_dist_fn, confidence_fn, policy, gamma: int, n_tokens: int,
                               first_token_dist: Row, stop_ids=(), sps=None,
                               rejection: str = "residual",
-                              copy_policy: bool = False) -> dict[tuple[int, ...], Fraction]:
+                              copy_policy: bool = False, round_fn=None) -> dict[tuple[int, ...], Fraction]:
     """Exact law of the first n_tokens tokens produced by the speculative decoding loop with
     max_new_tokens = n_tokens (see the module docstring for the argument conventions and the
     ``rejection`` teaching variants).
+
+    ``round_fn(seq) -> (drafter_dist_fn, confidence_fn, gamma)``, when given, picks the drafter of each
+    round from the committed output (a drafter that switches proposal source per round, e.g. the
+    neural + lookup hybrid); it must only read ``seq``.
 
     A stateless policy is reset once. copy_policy=True instead deep-copies the policy before every
     ``choose``: a stateful policy (AsyncGlobal, warmed up on past rounds) then answers every branch from the
@@ -121,11 +125,12 @@ def exact_output_distribution(target, drafter_dist_fn, confidence_fn, policy, ga
     def one_round(seq: list[int]) -> list[tuple[Fraction, list[int]]]:
         """(probability, newly committed tokens) of every outcome of one round after `seq`."""
         budget, res = n_tokens - len(seq), []
-        for drafts, rows, p_block in draft_branches(seq, drafter_dist_fn, gamma):
-            conf = None if confidence_fn is None else [confidence_fn(seq + drafts[:i]) for i in range(gamma)]
+        dist_fn, conf_fn, g = round_fn(seq) if round_fn is not None else (drafter_dist_fn, confidence_fn, gamma)
+        for drafts, rows, p_block in draft_branches(seq, dist_fn, g):
+            conf = None if conf_fn is None else [conf_fn(seq + drafts[:i]) for i in range(g)]
             pol = copy.deepcopy(policy) if copy_policy else policy
             ell = pol.choose([conf], sps).lengths[0]
-            ell = max(0, min(ell, budget - 1, gamma))        # the decode loop's cap: commit ≤ budget
+            ell = max(0, min(ell, budget - 1, g))            # the decode loop's cap: commit ≤ budget
             toks = drafts[:ell]
             pt_rows = [p_target(seq + toks[:k]) for k in range(ell + 1)]   # (ℓ+1, V)
             for p_v, m, bonus, _src in round_outcomes(toks, rows[:ell], pt_rows, stop_ids, rejection):

@@ -169,3 +169,69 @@ def test_checkpoint_card_validation(tiny, tmp_path):
         load_drafter_file(path, t)
     with pytest.raises(FileNotFoundError):
         load_drafter_file(tmp_path / "missing.json", t)
+
+
+def test_remap_vocab_keeps_shared_rows_and_backbone(tiny):
+    """Warm start onto a new draft vocabulary: the Markov bias between tokens both vocabularies
+    hold is unchanged, new tokens start fresh (zero bias), the backbone is copied."""
+    from dspark_viz.train.trainer import remap_vocab
+
+    t, seqs = tiny
+    old = make(t, seqs, "dspark")
+    new_ids = torch.tensor(sorted(set(old.vocab_ids[::2].tolist()) | {40, 41, 42, 43, 44, 45, 46, 47}))
+    cfg = old.cfg
+    fresh = build_model(cfg, t, new_ids)
+    fresh.load_state_dict(remap_vocab(old.state_dict(), old.vocab_ids, new_ids, fresh.state_dict()))
+    shared = [x for x in new_ids.tolist() if x in set(old.vocab_ids.tolist())]
+    assert shared and len(shared) < new_ids.numel()
+
+    def bias(m, prev_tok, toks):
+        e = m.head.W1(m.full2draft[torch.tensor([prev_tok])])                             # (1, r)
+        return m.head.W2(e)[0, m.full2draft[torch.tensor(toks)]]
+
+    with torch.no_grad():
+        assert torch.allclose(bias(fresh, shared[0], shared), bias(old, shared[0], shared))
+        added = [x for x in new_ids.tolist() if x not in set(old.vocab_ids.tolist())]
+        assert torch.all(bias(fresh, shared[0], added) == 0)
+        for k, v in old.backbone.state_dict().items():
+            assert torch.equal(fresh.backbone.state_dict()[k], v)
+
+
+def test_train_in_turns_resumes_and_streams_new_shards(tiny, tmp_path):
+    """Two drafters take turns on one store; a shard written between calls joins the data, and a
+    second call resumes both runs at the step they reached."""
+    from safetensors.torch import save_file
+
+    from dspark_viz.train.trainer import train_in_turns
+
+    t, seqs = tiny
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def shard(i, part):
+        tensors = {}
+        for s in part:
+            for k in ("ids", "feats", "hidden", "lse"):
+                tensors[f"{s['id']}.{k}"] = (s[k].to(torch.int32) if k == "ids" else s[k]).contiguous()
+        meta = [{"id": s["id"], "n": s["n"], "prompt_len": s["prompt_len"]} for s in part]
+        save_file(tensors, str(data / f"shard_{i:05d}.safetensors"), metadata={"index": json.dumps(meta)})
+        (data / "index.json").write_text(json.dumps({"shards": sorted(p.name for p in data.glob("shard_*"))}))
+
+    shard(0, seqs[:3])
+    outs = {a: tmp_path / f"{a}.json" for a in ("dspark", "dflash")}
+    over = dict(draft_vocab=32, rank=8, gamma=GAMMA)
+    tc = TrainConfig(steps=4, blocks_per_seq=4, seqs_per_step=1, ckpt_every=2, warmup=1)
+    train_in_turns(t, ["dspark", "dflash"], data, tmp_path / "runs", outs, tc, turn=2, cfg_overrides=over,
+                   log=lambda *_: None)
+    for a in outs:
+        ck = torch.load(tmp_path / "runs" / a / "ckpt.pt", weights_only=True)
+        assert ck["step"] == 4
+        assert json.loads(outs[a].read_text())["train"]["data_sequences"] >= 2
+    shard(1, seqs[3:])
+    train_in_turns(t, ["dspark", "dflash"], data, tmp_path / "runs", outs,
+                   TrainConfig(steps=6, blocks_per_seq=4, seqs_per_step=1, ckpt_every=2, warmup=1),
+                   turn=2, cfg_overrides=over, log=lambda *_: None)
+    for a in outs:
+        assert torch.load(tmp_path / "runs" / a / "ckpt.pt", weights_only=True)["step"] == 6
+        card = json.loads(outs[a].read_text())
+        assert card["train"]["steps"] == 6 and card["train"]["data_sequences"] > 3

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from .base import Context, Draft, Drafter
 from .lookup import LookupDrafter
+from .hybrid import HybridDrafter
 from .random import RandomDrafter
 
 NEURAL = ("dspark", "dspark-rnn", "dflash", "eagle")
-NAMES = ("lookup",) + NEURAL
+NAMES = ("lookup",) + NEURAL + tuple(f"{n}+lookup" for n in NEURAL)
 
 
 def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
-    """A drafter by name: ``lookup`` or a shipped neural drafter (dspark, dspark-rnn, dflash, eagle)."""
+    """A drafter by name: ``lookup``, a shipped neural drafter (dspark, dspark-rnn, dflash, eagle), or
+    ``NAME+lookup`` (the neural drafter with n-gram lookup as a second source, drafters/hybrid.py)."""
     if name == "lookup":
         kw.pop("calibrated", None)
         return LookupDrafter(gamma=gamma or 7, vocab_size=target.vocab_size, **kw)
@@ -18,7 +20,15 @@ def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
         from .neural import load_shipped
 
         return load_shipped(name, target, **kw)
+    if name.endswith("+lookup") and name[:-7] in NEURAL:
+        from ..engine import default_profile
+        from .hybrid import HybridDrafter
+        from .neural import load_shipped
+
+        sps = kw.pop("sps", None) or default_profile()
+        return HybridDrafter(load_shipped(name[:-7], target, **kw), sps, lookup_gamma=gamma,
+                             vocab_size=target.vocab_size)
     raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(NAMES)}")
 
 
-__all__ = ["Context", "Draft", "Drafter", "LookupDrafter", "RandomDrafter", "load_drafter", "NAMES", "NEURAL"]
+__all__ = ["Context", "Draft", "Drafter", "LookupDrafter", "RandomDrafter", "HybridDrafter", "load_drafter", "NAMES", "NEURAL"]

@@ -25,6 +25,7 @@ class Draft:
     confidence: list[float] | None = None   # (γ,) raw c_k, None when the drafter has no head
     diag: list[dict[str, Any]] | None = None  # per slot chart data (top-k U_k, B_k) or None
     source: str = "neural"            # neural | lookup | random
+    calibrated: list[float] | None = None   # (γ,) confidences the drafter calibrated itself (used as is)
 
 
 @dataclass

@@ -9,10 +9,15 @@ from ..drafters.neural import ASSETS, SHIPPED
 
 
 def add_train_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--algo", choices=ALGOS, required=True)
+    ap.add_argument("--algo", required=True, help=f"one of {', '.join(ALGOS)}, a comma list, or 'all' "
+                    "(several train in turns on one shared data cache, --turn steps each)")
+    ap.add_argument("--turn", type=int, default=200, help="steps per turn when several drafters train")
     ap.add_argument("--data", default=None, help="feature cache (default: $DSPARK_CACHE/data/train)")
     ap.add_argument("--run-dir", default=None, help="checkpoints + log (default: $DSPARK_CACHE/runs/ALGO)")
-    ap.add_argument("--out", default=None, help="exported drafter (default: assets/drafters/NAME.json)")
+    ap.add_argument("--out", default=None, help="exported drafter (default: assets/drafters/NAME.json); "
+                    "with several drafters, a folder")
+    ap.add_argument("--init-from", default=None, help="warm-start from this drafter (a folder of shipped "
+                    "names with several drafters); default: the --out file when it exists")
     ap.add_argument("--steps", type=int, default=TrainConfig.steps)
     ap.add_argument("--minutes", type=float, default=None, help="stop after this long (resumable)")
     ap.add_argument("--lr", type=float, default=TrainConfig.lr)
@@ -28,8 +33,12 @@ def run_train(a: argparse.Namespace) -> None:
     import torch
 
     from ..target import cache_dir, load_target
-    from .trainer import train
+    from .trainer import train, train_in_turns
 
+    algos = list(ALGOS) if a.algo == "all" else [x.strip() for x in a.algo.split(",") if x.strip()]
+    bad = [x for x in algos if x not in ALGOS]
+    if bad or not algos:
+        raise SystemExit(f"unknown algorithm(s) {bad}: choose from {', '.join(ALGOS)} or 'all'")
     if a.threads:
         torch.set_num_threads(a.threads)
     target = load_target(device="cpu" if not torch.cuda.is_available() else None, dtype="fp32")
@@ -37,9 +46,19 @@ def run_train(a: argparse.Namespace) -> None:
                      ckpt_every=a.ckpt_every)
     over = {k: v for k, v in (("n_layers", a.n_layers), ("draft_vocab", a.draft_vocab)) if v is not None}
     data = Path(a.data) if a.data else cache_dir() / "data" / "train"
-    run_dir = Path(a.run_dir) if a.run_dir else cache_dir() / "runs" / a.algo
-    out = Path(a.out) if a.out else ASSETS / f"{SHIPPED[a.algo]}.json"
-    train(target, a.algo, data, run_dir, out, tc, minutes=a.minutes, cfg_overrides=over)
+    if len(algos) > 1:
+        root = Path(a.run_dir) if a.run_dir else cache_dir() / "runs"
+        folder = Path(a.out) if a.out else ASSETS
+        outs = {x: folder / f"{SHIPPED[x]}.json" for x in algos}
+        inits = {x: Path(a.init_from) / f"{SHIPPED[x]}.json" for x in algos} if a.init_from else None
+        train_in_turns(target, algos, data, root, outs, tc, turn=a.turn, cfg_overrides=over, inits=inits)
+        print(f"exported {', '.join(map(str, outs.values()))}")
+        return
+    algo = algos[0]
+    run_dir = Path(a.run_dir) if a.run_dir else cache_dir() / "runs" / algo
+    out = Path(a.out) if a.out else ASSETS / f"{SHIPPED[algo]}.json"
+    train(target, algo, data, run_dir, out, tc, minutes=a.minutes, cfg_overrides=over,
+          init=Path(a.init_from) if a.init_from else None)
     print(f"exported {out}")
 
 

@@ -26,27 +26,37 @@ from .losses import drafter_loss, position_weights, target_probs, valid_prefix
 
 
 class FeatureStore:
-    """All cached sequences in memory: ids (n,), feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,)."""
+    """Cached sequences in memory: ids (n,), feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,).
+
+    ``refresh()`` loads shards written since (data generation may still be running): training can
+    start on the first shards and pick up the rest at every checkpoint."""
 
     def __init__(self, feat_dir: str | Path, limit: int | None = None):
+        self.feat_dir, self.limit = Path(feat_dir), limit
+        if not (self.feat_dir / "index.json").exists():
+            raise FileNotFoundError(f"no feature cache at {self.feat_dir}: run `dspark-viz data` first")
+        self.seqs: list[dict] = []
+        self.loaded: set[str] = set()
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Load shards not loaded yet; returns how many sequences were added."""
         from safetensors import safe_open
 
-        feat_dir = Path(feat_dir)
-        idx_path = feat_dir / "index.json"
-        if not idx_path.exists():
-            raise FileNotFoundError(f"no feature cache at {feat_dir}: run `dspark-viz data` first")
-        self.index = json.loads(idx_path.read_text())
-        self.seqs: list[dict] = []
+        self.index = json.loads((self.feat_dir / "index.json").read_text())
+        before = len(self.seqs)
         for shard in self.index["shards"]:
-            with safe_open(str(feat_dir / shard), "pt") as f:
+            if shard in self.loaded or (self.limit and len(self.seqs) >= self.limit):
+                continue
+            with safe_open(str(self.feat_dir / shard), "pt") as f:
                 for m in json.loads(f.metadata()["index"]):
-                    if m["n"] - m["prompt_len"] < 3:
+                    if m["n"] - m["prompt_len"] < 3 or (self.limit and len(self.seqs) >= self.limit):
                         continue
                     k = m["id"]
                     self.seqs.append(dict(m, ids=f.get_tensor(f"{k}.ids").long(), feats=f.get_tensor(f"{k}.feats"),
                                           hidden=f.get_tensor(f"{k}.hidden"), lse=f.get_tensor(f"{k}.lse")))
-                    if limit and len(self.seqs) >= limit:
-                        return
+            self.loaded.add(shard)
+        return len(self.seqs) - before
 
     def split(self, val_frac: float = 0.03) -> tuple[list[dict], list[dict]]:
         """Deterministic split by id hash."""
@@ -185,8 +195,33 @@ def evaluate(model, val: list[dict], tc: TrainConfig, n: int = 48) -> dict:
     return st
 
 
+def remap_vocab(state: dict, old_ids: torch.Tensor, new_ids: torch.Tensor, fresh: dict) -> dict:
+    """Move vocabulary-indexed rows (the sequential head's W1 (V_d+1, r) and W2 (V_d, r)) from an old
+    draft vocabulary to a new one; tokens new to the vocabulary keep their fresh initialisation, the
+    backbone (vocabulary-free) is copied as is."""
+    pos = {int(t): i for i, t in enumerate(old_ids.tolist())}
+    src = torch.tensor([pos.get(int(t), -1) for t in new_ids.tolist()])                  # (V_d_new,)
+    have = src >= 0
+    out = {}
+    for k, v in fresh.items():
+        if k == "vocab_ids":
+            out[k] = new_ids.clone()
+        elif k not in state:
+            out[k] = v
+        elif k.endswith(("W1.weight", "W2.weight")) and state[k].shape[0] in (old_ids.numel(), old_ids.numel() + 1):
+            w = v.clone()
+            w[: new_ids.numel()][have] = state[k][src[have]].to(w.dtype)
+            if k.endswith("W1.weight"):                                                  # last row: outside V_d
+                w[-1] = state[k][-1]
+            out[k] = w
+        else:
+            out[k] = state[k]
+    return out
+
+
 def _warm_start(model, target, out, log):
-    """Weights of an exported drafter with the same config (its optimiser state is not shipped)."""
+    """Weights of an exported drafter with the same config (its optimiser state is not shipped),
+    moved onto ``model``'s draft vocabulary (built from the current data) when that differs."""
     from ..drafters.neural import load_drafter_file
 
     try:
@@ -194,17 +229,24 @@ def _warm_start(model, target, out, log):
     except (ValueError, FileNotFoundError) as e:
         log(f"not warm-starting from {out}: {e}")
         return None
-    if shipped.cfg != model.cfg:
+    same = lambda c: {k: v for k, v in c.to_dict().items() if k != "draft_vocab"}        # noqa: E731
+    if same(shipped.cfg) != same(model.cfg):
         log(f"not warm-starting from {out}: its config differs")
         return None
-    log(f"warm-starting from the exported drafter {out}")
-    return shipped.train().requires_grad_(True), shipped.vocab_ids
+    st = remap_vocab(shipped.state_dict(), shipped.vocab_ids.cpu(), model.vocab_ids.cpu(), model.state_dict())
+    kept = len(set(shipped.vocab_ids.tolist()) & set(model.vocab_ids.tolist()))
+    model.load_state_dict(st)
+    log(f"warm-starting from the exported drafter {out} ({kept}/{model.vocab_ids.numel()} vocabulary rows kept)")
+    return model, model.vocab_ids
 
 
 def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,
           tc: TrainConfig = TrainConfig(), minutes: float | None = None, cfg_overrides: dict | None = None,
-          store: FeatureStore | None = None, log=print) -> Path:
-    """Train (or resume) one drafter; exports safetensors + card to `out` at every checkpoint."""
+          store: FeatureStore | None = None, log=print, stop_at: int | None = None,
+          init: str | Path | None = None) -> Path:
+    """Train (or resume) one drafter; exports safetensors + card to `out` at every checkpoint.
+    ``stop_at`` pauses at that step (the schedule still runs over ``tc.steps``): several drafters
+    can then take turns on one core with the same data and the same number of steps."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     store = store or FeatureStore(feat_dir)
@@ -219,7 +261,8 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         cfg = DrafterConfig.for_target(target, algo, **(cfg_overrides or {}))
         vocab_ids = build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids))
     model = build_model(cfg, target, vocab_ids)
-    warm = _warm_start(model, target, out, log) if ck is None and out is not None and Path(out).exists() else None
+    src = init if init is not None else out                  # warm start: a given drafter, else the export
+    warm = _warm_start(model, target, src, log) if ck is None and src is not None and Path(src).exists() else None
     if warm is not None:                 # continue from the shipped drafter (e.g. on a new machine)
         model, vocab_ids = warm
     elif ck is None and cfg.init_from_target:
@@ -254,7 +297,8 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
             return ev
 
     model.train()
-    while step < tc.steps:
+    end = min(tc.steps, stop_at) if stop_at is not None else tc.steps
+    while step < end:
         if minutes is not None and time.perf_counter() - t_start > minutes * 60:
             break
         for gp in opt.param_groups:
@@ -273,9 +317,35 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
             logf.write(json.dumps({"step": step, "lr": lr_at(step, tc), **st}) + "\n")
             logf.flush()
         if step % tc.ckpt_every == 0:
+            if store.refresh():                                 # shards written since: new data
+                tr, val = store.split()
+                card_train.update(data_sequences=len(tr), data_tokens=sum(s["n"] - s["prompt_len"] for s in tr))
             ev = save()
             log(f"step {step}: val {ev}")
     bar.close()
-    save()
+    if step % tc.ckpt_every:
+        save()
     logf.close()
     return ckpt_path
+
+
+def train_in_turns(target, algos: list[str], feat_dir, runs_root, outs: dict, tc: TrainConfig, turn: int = 200,
+                   cfg_overrides: dict | None = None, log=print, inits: dict | None = None) -> None:
+    """Round-robin: every drafter trains ``turn`` steps in its turn, on one shared FeatureStore, until
+    all reach ``tc.steps``; interrupted at any point, the next call resumes every run where it stopped."""
+    store = FeatureStore(feat_dir)
+    done = {a: False for a in algos}
+    stop = turn
+    while not all(done.values()):
+        for a in algos:
+            run_dir = Path(runs_root) / a
+            ck = run_dir / "ckpt.pt"
+            at = int(torch.load(ck, weights_only=True)["step"]) if ck.exists() else 0
+            if at >= tc.steps:
+                done[a] = True
+                continue
+            if at >= stop:
+                continue
+            train(target, a, feat_dir, run_dir, outs[a], tc, cfg_overrides=cfg_overrides, store=store, log=log,
+                  stop_at=stop, init=(inits or {}).get(a))
+        stop += turn

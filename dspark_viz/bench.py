@@ -210,6 +210,7 @@ class BenchReport:
     prompts: list[dict]
     command: str = ""
     per_prompt: list[dict] = field(default_factory=list)
+    peak_rss_mb: float | None = None    # process peak resident memory after this run (all loaded models)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -258,7 +259,19 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
                                  if BASELINE in methods and settings.temperature == 0 else None),
             n_prompts=len(mine))
     return BenchReport(summary, machine_info(target), asdict(settings),
-                       [{k: p[k] for k in ("file", "index", "domain")} for p in prompts], per_prompt=rows)
+                       [{k: p[k] for k in ("file", "index", "domain")} for p in prompts], per_prompt=rows,
+                       peak_rss_mb=peak_rss_mb())
+
+
+def peak_rss_mb() -> float | None:
+    """Peak resident memory of this process so far (MB), or None where the OS does not say."""
+    try:
+        import resource
+
+        kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return round(kb / 1024 if sys.platform != "darwin" else kb / 2 ** 20, 1)
+    except (ImportError, OSError):
+        return None
 
 
 def format_table(rep: BenchReport) -> str:
@@ -283,6 +296,8 @@ def format_table(rep: BenchReport) -> str:
               f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
               f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
               f"{mi.get('device', '')} {mi.get('dtype', '')}"]
+    if rep.peak_rss_mb is not None:
+        lines.append(f"peak resident memory of the process (target + every loaded drafter): {rep.peak_rss_mb:.0f} MB")
     return "\n".join(lines)
 
 
@@ -301,13 +316,27 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"comma-separated subset of {', '.join(METHODS)}")
     ap.add_argument("--target", default=None, help="local HF folder or .gguf (default: embedded SmolLM2)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--temperatures", default=None, metavar="T1,T2",
+                    help="run the whole comparison at each temperature (overrides --temperature)")
+    ap.add_argument("--dtypes", default=None, metavar="fp32,bf16",
+                    help="run the whole comparison at each dtype (every method at the same dtype)")
+    ap.add_argument("--markdown", default=None, metavar="OUT.md",
+                    help="write the tables, machine, versions and command as Markdown (docs/benchmarks.md)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", default=None, metavar="OUT.json", help="write the report as JSON")
     ap.add_argument("--no-warmup", action="store_true")
 
 
-def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = None) -> BenchReport:
+def _float_list(text: str, what: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise ValueError(f"{what} must be comma-separated numbers, got {text!r}") from e
+
+
+def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = None):
+    """One BenchReport (one dtype, one temperature) or a list of them (--dtypes / --temperatures)."""
     from .decode import check_settings
     from .target import load_target
 
@@ -315,7 +344,13 @@ def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = Non
     unknown = [m for m in methods if m not in METHODS]
     if not methods or unknown:
         raise ValueError(f"unknown bench method(s) {unknown or a.methods!r}: choose from {', '.join(METHODS)}")
-    check_settings(a.max_new_tokens, a.temperature)
+    temps = _float_list(a.temperatures, "--temperatures") if a.temperatures else [a.temperature]
+    dtypes = [d.strip() for d in a.dtypes.split(",") if d.strip()] if a.dtypes else [a.dtype]
+    bad = [d for d in dtypes if d not in ("fp32", "bf16")]
+    if bad or not dtypes or not temps:
+        raise ValueError(f"--dtypes must list fp32 and/or bf16, got {a.dtypes!r}")
+    for t in temps:
+        check_settings(a.max_new_tokens, t)
     if a.gamma < 1 or a.hf_lookup_tokens < 1:
         raise ValueError("--gamma and --hf-lookup-tokens must be ≥ 1")
     if a.threads is not None:
@@ -326,19 +361,67 @@ def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = Non
     if not files:
         raise FileNotFoundError(f"no prompt files: none given and none in {BENCH_DIR}")
     prompts = balanced_prompts(files, a.n_prompts)
-    target = load_target(a.target, device=a.device, dtype=a.dtype)
-    settings = BenchSettings(a.max_new_tokens, a.temperature, a.seed, a.gamma, a.hf_lookup_tokens)
+    command = " ".join(["dspark-viz", "bench"] + list(argv_for_record if argv_for_record is not None
+                                                      else sys.argv[1:]))
     log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
-    rep = run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log)
-    rep.command = " ".join(["dspark-viz", "bench"] + list(argv_for_record if argv_for_record is not None
-                                                           else sys.argv[1:]))
-    print(format_table(rep))
+    reports = []
+    for dtype in dtypes:
+        target = load_target(a.target, device=a.device, dtype=dtype)
+        for t in temps:
+            settings = BenchSettings(a.max_new_tokens, t, a.seed, a.gamma, a.hf_lookup_tokens)
+            rep = run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log)
+            rep.command = command
+            print(format_table(rep) + "\n", flush=True)
+            reports.append(rep)
+        _LOADED.clear()
+        del target
+    out = reports[0] if len(reports) == 1 else reports
     if a.json:
         Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        payload = out.to_dict() if len(reports) == 1 else {"command": command,
+                                                           "runs": [r.to_dict() for r in reports]}
         with open(a.json, "w", encoding="utf-8") as f:
-            json.dump(rep.to_dict(), f, indent=1)
+            json.dump(payload, f, indent=1)
         print(f"wrote {a.json}", file=sys.stderr)
-    return rep
+    if a.markdown:
+        Path(a.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.markdown).write_text(markdown_report(reports), encoding="utf-8")
+        print(f"wrote {a.markdown}", file=sys.stderr)
+    return out
+
+
+def markdown_report(reports: list[BenchReport]) -> str:
+    """docs/benchmarks.md: how it was run, on what, and every table (figures as measured)."""
+    r0 = reports[0]
+    mi = r0.machine
+    lines = ["# Decode speed benchmarks", "",
+             "Written by `dspark-viz bench --markdown docs/benchmarks.md` (dspark_viz/bench.py); every figure "
+             "below is from that run. Rerun with the command to refresh.", "",
+             "```", r0.command, "```", "",
+             "| | |", "|---|---|",
+             f"| CPU | {mi['cpu']} ({mi['cores']} cores) |",
+             f"| torch threads | {mi['torch_threads']} |",
+             f"| versions | torch {mi['torch']}, transformers {mi['transformers']}, Python {mi['python']} |",
+             f"| platform | {mi['platform']} |",
+             f"| target | {mi.get('target', '')} on {mi.get('device', '')} |",
+             f"| prompts | {len(r0.prompts)} from ../shared/bench ({', '.join(sorted({p['file'] for p in r0.prompts}))}) |",
+             f"| new tokens | {r0.settings['max_new_tokens']} per prompt |", "",
+             "Methods run interleaved in one process on the same prompts (order rotated per prompt). "
+             "tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
+             "at the same dtype and temperature; τ: committed tokens per verification round; the split is "
+             "our loop's wall time in draft / verify (target forward + acceptance) / schedule / other; "
+             "=hf: outputs identical to `generate`'s (greedy only).", ""]
+    for rep in reports:
+        st = rep.settings
+        lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g}", "", "```", format_table(rep), "```", ""]
+    mems = [r.peak_rss_mb for r in reports if r.peak_rss_mb is not None]
+    if mems:
+        lines += ["## Memory", "",
+                  f"Peak resident memory of the benchmark process after the first run (embedded target and every "
+                  f"drafter it loaded, transformers included): **{mems[0]:.0f} MB**" +
+                  (f"; after all runs (several dtypes loaded in turn): {max(mems):.0f} MB." if len(mems) > 1 else "."),
+                  ""]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m dspark_viz.bench") -> int:

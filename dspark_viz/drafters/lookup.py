@@ -73,9 +73,8 @@ class LookupDrafter(Drafter):
         return idx
 
     def propose(self, state: LookupIndex, anchor, anchor_pos, temperature, generator) -> Draft:
-        state.extend([anchor])                    # the anchor is known; it is committed below
+        state.extend([anchor])                    # the anchor is committed: the context ends with it
         toks, n = state.propose(self.gamma)
-        state.ids.pop()                           # keep the index's token list = committed tokens
         V = self.vocab_size or (max(state.ids + [anchor] + toks) + 1)
         p = torch.zeros(len(toks), V)
         if toks:
@@ -84,4 +83,4 @@ class LookupDrafter(Drafter):
                      diag=[{"ngram": n}] * len(toks) if toks else None, source="lookup")
 
     def commit(self, state: LookupIndex, tokens, features) -> None:
-        state.extend(list(tokens))
+        state.extend(list(tokens)[1:])            # tokens[0] is the old anchor, added in propose

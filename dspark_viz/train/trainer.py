@@ -68,13 +68,20 @@ class FeatureStore:
         return sum(s["n"] - s["prompt_len"] for s in self.seqs)
 
 
-def build_draft_vocab(seqs: list[dict], size: int, must: set[int] | frozenset[int] = frozenset()) -> torch.Tensor:
-    """The `size` most frequent response tokens (plus stop ids), sorted → (V_d,)."""
+def build_draft_vocab(seqs: list[dict], size: int, must: set[int] | frozenset[int] = frozenset(),
+                      vocab_size: int | None = None) -> torch.Tensor:
+    """The `size` most frequent response tokens (plus stop ids), sorted → (V_d,). When the data holds
+    fewer distinct tokens, the rest is filled with the smallest unused ids below ``vocab_size`` (a BPE
+    vocabulary numbers its merges roughly by corpus frequency)."""
     cnt = Counter()
     for s in seqs:
         cnt.update(s["ids"][s["prompt_len"]:].tolist())
     keep = list(must) + [t for t, _ in cnt.most_common(size + len(must)) if t not in must]
-    return torch.tensor(sorted(keep[:size]))
+    keep = keep[:size]
+    if vocab_size and len(keep) < size:
+        have = set(keep)
+        keep += [i for i in range(vocab_size) if i not in have][: size - len(keep)]
+    return torch.tensor(sorted(keep))
 
 
 def _anchors(s: dict, n_blocks: int, gen: torch.Generator) -> torch.Tensor:
@@ -259,7 +266,7 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         vocab_ids = ck["vocab_ids"]
     else:
         cfg = DrafterConfig.for_target(target, algo, **(cfg_overrides or {}))
-        vocab_ids = build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids))
+        vocab_ids = build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids), target.vocab_size)
     model = build_model(cfg, target, vocab_ids)
     src = init if init is not None else out                  # warm start: a given drafter, else the export
     warm = _warm_start(model, target, src, log) if ck is None and src is not None and Path(src).exists() else None

@@ -192,6 +192,13 @@ def add_simulate(sub) -> None:
     p.add_argument("--traces", default=None, metavar="DIR", help="recorded Trace JSONs (default: assets/traces)")
     p.add_argument("--rounds", type=int, default=200)
     p.add_argument("--json", default=None)
+    p.add_argument("--real", default=None, metavar="R1,R2,…",
+                   help="also decode R ≤ 8 requests for real (batched verification on the target, HardwareAware "
+                        "on this profile) and report the gap between the profile's round times and the measured ones")
+    p.add_argument("--real-drafter", default="dspark")
+    p.add_argument("--real-tokens", type=int, default=48, help="new tokens per request in the real runs")
+    p.add_argument("--temperature", type=float, default=1.0, help="temperature of the real runs")
+    _common(p)
     p.set_defaults(func=run_simulate)
 
 
@@ -211,9 +218,48 @@ def run_simulate(a) -> None:
     head = headline(df)
     print(df.to_string(index=False))
     print(json.dumps(head, indent=1, default=float))
+    real = run_real_batched(a, prof, df) if a.real else None
     if a.json:
-        Path(a.json).write_text(json.dumps({"profile": prof.name, "curves": df.to_dict(orient="records"), **head},
-                                           indent=1, default=float))
+        body = {"profile": prof.name, "curves": df.to_dict(orient="records"), **head}
+        if real is not None:
+            body["real"] = real
+        Path(a.json).write_text(json.dumps(body, indent=1, default=float))
+
+
+def run_real_batched(a, prof, df) -> list[dict]:
+    """`simulate --real`: batched decoding on the target for each R, against the profile's predictions."""
+    from .batched import MAX_BATCH, batched_generate, sim_vs_real
+    from .drafters import load_drafter
+    from .scheduler import HardwareAware
+    from .train.prompts import load_prompts
+
+    try:
+        Rs = [int(x) for x in a.real.split(",") if x.strip()]
+    except ValueError as e:
+        raise ValueError(f"--real must be comma-separated request counts, got {a.real!r}") from e
+    if not Rs or any(not 1 <= R <= MAX_BATCH for R in Rs):
+        raise ValueError(f"--real request counts must lie in 1…{MAX_BATCH}, got {a.real!r}")
+    target = _target(a)
+    drafter = load_drafter(a.real_drafter, target)
+    recs = load_prompts(PROFILE_DIR.parent / "prompts" / "eval.jsonl")
+    out = []
+    print(f"\nreal batched decoding ({drafter.name}, HardwareAware on {prof.name}, T = {a.temperature:g}, "
+          f"{a.real_tokens} new tokens per request)")
+    print(f"{'R':>3} {'rounds':>7} {'tokens':>7} {'real tok/s':>11} {'profile tok/s':>14} {'sim tok/s':>10} "
+          f"{'verify real/profile':>20} {'mean B':>7}")
+    for R in Rs:
+        prompts = [recs[(i * 37) % len(recs)]["turns"][0] for i in range(R)]
+        res = batched_generate(target, drafter, prompts, policy=HardwareAware(), sps=prof,
+                               temperature=a.temperature, max_new_tokens=a.real_tokens, seed=R)
+        gap = sim_vs_real(res, prof)
+        sim = df[(df.policy == "hardware-aware") & (df.R == R)]
+        gap["sim_throughput_trace_driven"] = float(sim.throughput.iloc[0]) if len(sim) else float("nan")
+        gap["R"] = R
+        out.append(gap)
+        print(f"{R:>3} {gap['rounds']:>7} {gap['tokens']:>7} {gap['real_throughput']:>11.2f} "
+              f"{gap['predicted_throughput']:>14.2f} {gap['sim_throughput_trace_driven']:>10.2f} "
+              f"{gap['verify_time_ratio']:>20.2f} {gap['mean_B']:>7.1f}")
+    return out
 
 
 REGISTRY = (add_data, add_train, add_eval, add_calibrate, add_profile, add_simulate)

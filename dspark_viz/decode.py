@@ -119,7 +119,7 @@ class generate_rounds:
         t3 = time.perf_counter()
         if dr is not None:
             dr.commit(state, [x0] + toks[:m], out.features[0, : m + 1] if out.features is not None else None)
-        drafts = self._draft_tokens(draft, conf, cal, ell, m, v.p_target_at) if draft else []
+        drafts = draft_tokens(tgt, draft, conf, cal, ell, m, v.p_target_at) if draft else []
         t4 = time.perf_counter()
         return Round(
             index=index, anchor=x0, anchor_pos=pos, drafts=drafts, ell=ell, accepted=m, bonus=v.bonus,
@@ -129,26 +129,27 @@ class generate_rounds:
             schedule=_sched_diag(sched) if sched is not None else None,
         )
 
-    def _draft_tokens(self, draft, conf, cal, ell, m, p_at) -> list[DraftToken]:
-        used = cal if cal is not None else conf
-        surv, a = [], 1.0
-        for c in (used or []):
-            a *= float(c)
-            surv.append(a)
-        rows = draft.p_draft
-        out = []
-        for i, x in enumerate(draft.tokens):
-            k = i + 1
-            status = ("accepted" if k <= m else "rejected" if k == m + 1 else "not_reached") if k <= ell else "pruned"
-            out.append(DraftToken(
-                k=k, token=int(x), text=self.target.token_text(int(x)), p_draft=float(rows[i, x]),
-                p_target=p_at[i] if i < len(p_at) else None,
-                confidence=float(conf[i]) if conf is not None else None,
-                confidence_cal=float(cal[i]) if cal is not None else None,
-                survival=surv[i] if surv else None, status=status,
-                diag=draft.diag[i] if draft.diag else None,
-            ))
-        return out
+def draft_tokens(target, draft, conf, cal, ell: int, m: int, p_at: list[float]) -> list[DraftToken]:
+    """The Trace's view of one round's drafted slots: status, probabilities, confidences, survival."""
+    used = cal if cal is not None else conf
+    surv, a = [], 1.0
+    for c in (used or []):
+        a *= float(c)
+        surv.append(a)
+    rows = draft.p_draft
+    out = []
+    for i, x in enumerate(draft.tokens):
+        k = i + 1
+        status = ("accepted" if k <= m else "rejected" if k == m + 1 else "not_reached") if k <= ell else "pruned"
+        out.append(DraftToken(
+            k=k, token=int(x), text=target.token_text(int(x)), p_draft=float(rows[i, x]),
+            p_target=p_at[i] if i < len(p_at) else None,
+            confidence=float(conf[i]) if conf is not None else None,
+            confidence_cal=float(cal[i]) if cal is not None else None,
+            survival=surv[i] if surv else None, status=status,
+            diag=draft.diag[i] if draft.diag else None,
+        ))
+    return out
 
 
 def _sched_diag(s, max_path: int = 256) -> dict:

@@ -196,12 +196,19 @@ class TargetModel:
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, cache, features: bool = False, hidden: bool = False,
-                last_only: bool = False) -> TargetOutput:
-        """ids (1, n) appended after the cache's positions → TargetOutput (logits float32)."""
+                last_only: bool = False, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> TargetOutput:
+        """ids (b, n) appended after the cache's positions → TargetOutput (logits float32).
+        Batched requests (batched.py) pass attention_mask (b, cache + n) and position_ids (b, n)."""
         ids = ids.to(self.device)
         want_h = features or hidden
+        extra = {}
+        if attention_mask is not None:
+            extra["attention_mask"] = attention_mask.to(self.device)
+        if position_ids is not None:
+            extra["position_ids"] = position_ids.to(self.device)
         out = self.model(input_ids=ids, cache=cache, use_cache=True,
-                         output_hidden_states=want_h, logits_to_keep=1 if last_only else 0)
+                         output_hidden_states=want_h, logits_to_keep=1 if last_only else 0, **extra)
         feats = hid = None
         if want_h:
             hs = out.hidden_states                                  # L+1 × (1, n, d)

@@ -129,7 +129,7 @@ def exact_output_distribution(target, drafter_dist_fn, confidence_fn, policy, ga
         for drafts, rows, p_block in draft_branches(seq, dist_fn, g):
             conf = None if conf_fn is None else [conf_fn(seq + drafts[:i]) for i in range(g)]
             pol = copy.deepcopy(policy) if copy_policy else policy
-            ell = pol.choose([conf], sps).lengths[0]
+            ell = pol.choose([conf], sps).lengths[0] if g else 0   # nothing drafted: a plain target step
             ell = max(0, min(ell, budget - 1, g))            # the decode loop's cap: commit ≤ budget
             toks = drafts[:ell]
             pt_rows = [p_target(seq + toks[:k]) for k in range(ell + 1)]   # (ℓ+1, V)

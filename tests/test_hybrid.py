@@ -42,7 +42,7 @@ def test_rho_and_best_rate():
     assert ell == 3 and rate == pytest.approx(4 / STEEP.step_time(4))
 
 
-def _hybrid(dr, prior=0.5, tau=1.6):
+def _hybrid(dr, prior=0.5, tau=2.5):
     return HybridDrafter(dr, STEEP, lookup_gamma=3, neural_tau=tau, neural_draft_s=0.02, prior=prior)
 
 
@@ -61,6 +61,8 @@ def test_hybrid_output_law_equals_target_exactly(table4, draft4, prompt, stop_id
         if source == "lookup":
             onehot = lambda s: [F(int(i == toks[len(s) - len(seq)])) for i in range(4)]   # noqa: E731
             return onehot, (lambda s: conf[len(s) - len(seq)]), len(toks)
+        if source == "none":
+            return (lambda s: None), None, 0
         return (lambda s: draft4[s[-1]]), (lambda s: dr.confidence_after(s[-1])), dr.gamma
 
     got = exact_output_distribution(table4, None, None, HardwareAware(), gamma=3, n_tokens=4,
@@ -83,9 +85,26 @@ def test_hybrid_plan_is_what_propose_does(table4, draft4):
         for r in rs:
             committed = rs.trace.output_ids[: len(rs.trace.output_ids) - r.n_committed]
             src, toks, _ = hy.round_plan([2, 0, 1, 2, 0], committed)
-            assert ("lookup" if r.source == "lookup" else "neural") == src
+            assert {"lookup": "lookup", "none": "none"}.get(r.source, "neural") == src
             if src == "lookup":
                 assert [d.token for d in r.drafts] == toks
+
+
+def test_hybrid_skips_a_draft_that_does_not_pay(table4, draft4):
+    """A weak neural drafter (τ ≈ 1) and no lookup match: the round is a plain target step, exact too."""
+    dr = _table_drafter(draft4)
+    hy = HybridDrafter(dr, STEEP, lookup_gamma=3, neural_tau=1.0, neural_draft_s=0.02)
+    assert hy.round_plan([], [0])[0] == "none"                   # nothing to look up in a 1-token context
+    tgt = TableTarget(table4)
+    tr = speculative_generate(tgt, hy, prompt_ids=[3], temperature=1.0, max_new_tokens=6, seed=0,
+                              policy=HardwareAware(), sps=STEEP)
+    assert tr.rounds[0].source == "none" and tr.rounds[0].ell == 0 and tr.rounds[0].n_committed == 1
+    got = exact_output_distribution(
+        table4, None, None, HardwareAware(), gamma=3, n_tokens=3, first_token_dist=table4[3], sps=STEEP,
+        round_fn=lambda seq: (lambda s: None, None, 0) if hy.round_plan([3], seq)[0] == "none" else
+        ((lambda s, t=hy.round_plan([3], seq)[1]: [F(int(i == t[len(s) - len(seq)])) for i in range(4)]),
+         (lambda s, c=hy.round_plan([3], seq)[2]: c[len(s) - len(seq)]), len(hy.round_plan([3], seq)[1])))
+    assert got == target_output_distribution(table4, table4[3], n_tokens=3)
 
 
 def test_hybrid_decode_loop_chi_square():
@@ -121,4 +140,4 @@ def test_hybrid_greedy_equals_plain_on_the_real_target(real_target):
         pl = plain_generate(real_target, p, max_new_tokens=64, temperature=0)
         assert sp.output_ids == pl.output_ids
         used.update(r.source for r in sp.rounds)
-    assert used["lookup"] > 0 and used["neural"] > 0, used
+    assert used["lookup"] > 0 and used["neural"] + used["none"] > 0, used

@@ -3,11 +3,14 @@
 Legend: γ block size, ℓ verified length, a_k prefix survival, c_k conditional acceptance,
 n n-gram match length, SPS(B) target steps/s at B tokens per forward, t_d draft time.
 
-Each round, *before any draft token is sampled*, the drafter compares
+Each round, *before any draft token is sampled*, the drafter compares three options
     lookup  a_k = Π_{i≤k} h(min(n + i − 1, n_max))    h(n): the index's hit rate for n-gram matches
     neural  a_k = ρ^k                                 ρ from the drafter's validation τ (card)
-and keeps the source whose best length maximises the expected committed tokens per second,
+    none    no draft at all: a plain target step, 1/SPS(1) tokens per second
+and keeps the one with the most expected committed tokens per second,
     value = max_ℓ (1 + Σ_{k≤ℓ} a_k) / (t_d + 1/SPS(1 + ℓ)).
+"none" matters where verifying is dear (this CPU: 2 tokens cost ~1.7× one): a weak neural draft then
+costs more than it brings, and skipping it is plain decoding for that round.
 Both estimates are functions of the committed tokens only (plus constants), so the choice is
 non-anticipating: given the choice, the lookup tokens are a deterministic function of the past
 (one-hot p_draft) and the neural tokens are sampled from their own p_draft, and verification of either
@@ -52,11 +55,12 @@ def best_rate(surv, sps, draft_s: float) -> tuple[int, float]:
 
 @dataclass
 class Choice:
-    source: str                 # lookup | neural
+    source: str                 # lookup | neural | none (no draft: a plain target step)
     lookup_tokens: list[int]    # (≤ γ_L,) the lookup proposal (may be unused)
     lookup_conf: list[float]    # (≤ γ_L,) conditional acceptance estimates c_k for those tokens
     rate_lookup: float          # expected tokens/s with the lookup proposal (0 when it has none)
     rate_neural: float          # expected tokens/s with the neural proposal
+    rate_plain: float           # tokens/s of a plain target step
     ngram: int                  # matched n (0: no match)
 
 
@@ -99,14 +103,20 @@ class HybridDrafter(Drafter):
         a_n = [self.rho ** k for k in range(1, self.neural.gamma + 1)]
         _, r_n = best_rate(a_n, self.sps, self.neural_draft_s)
         r_l = best_rate(np.cumprod(conf), self.sps, self.lookup_draft_s)[1] if toks else 0.0
-        return Choice("lookup" if toks and r_l > r_n else "neural", toks, conf, r_l, r_n, n)
+        r_p = 1.0 / float(self.sps.step_time(1))
+        best = max(r_l, r_n, r_p)
+        source = "lookup" if toks and r_l == best else "neural" if r_n == best else "none"
+        return Choice(source, toks, conf, r_l, r_n, r_p, n)
 
     def propose(self, state, anchor, anchor_pos, temperature, generator) -> Draft:
         idx = state["lookup"]
         idx.extend([anchor])                          # the anchor is committed: the lookup context ends with it
         ch = self.choose(idx)
         info = {"choice": ch.source, "rate_lookup": ch.rate_lookup, "rate_neural": ch.rate_neural,
-                "ngram": ch.ngram}
+                "rate_plain": ch.rate_plain, "ngram": ch.ngram}
+        if ch.source == "none":
+            return Draft(tokens=[], p_draft=torch.zeros(0, self.vocab_size or 1), confidence=[], calibrated=[],
+                         source="none")
         if ch.source == "lookup":
             V = self.vocab_size or (max(idx.ids + ch.lookup_tokens) + 1)
             p = torch.zeros(len(ch.lookup_tokens), V)

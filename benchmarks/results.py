@@ -5,7 +5,7 @@ for the shipped drafters, full-block verification (ℓ = γ), on the project's e
 Every (drafter, source, temperature) cell is cached as JSON in docs/results/ so an interrupted run
 resumes, and the markdown is regenerated from whatever cells exist:
 
-    python benchmarks/results.py --per-domain 30 --temperatures 0 1 --max-new-tokens 128
+    python benchmarks/results.py --per-domain 30 --temperatures 0 1 --max-new-tokens 128 --batch 8
     python benchmarks/results.py --write-only
 """
 from __future__ import annotations
@@ -56,6 +56,8 @@ def run(args) -> None:
             print(f"skip {name}: {e}")
             continue
         for src, files in sources().items():
+            if args.sources and src not in args.sources:
+                continue
             recs = load_eval_prompts(files, per_domain=args.per_domain)
             for T in args.temperatures:
                 path = cell_path(name, src, T)
@@ -63,7 +65,7 @@ def run(args) -> None:
                     continue
                 t0 = time.perf_counter()
                 res = evaluate_drafter(target, drafter, recs, temperature=T, max_new_tokens=args.max_new_tokens,
-                                       seed=args.seed)
+                                       seed=args.seed, batch=args.batch)
                 body = {k: v for k, v in res.items() if k != "traces"}
                 body.update(source=src, seconds=round(time.perf_counter() - t0, 1),
                             card_train=drafter.card.get("train", {}) if hasattr(drafter, "card") else {})
@@ -158,6 +160,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--traces", type=int, default=0, help="save this many project-eval traces per cell to assets/traces")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--batch", type=int, default=8, help="requests decoded together (batched verification; same traces)")
+    ap.add_argument("--sources", nargs="+", default=None, help="project-eval and/or shared-bench (default: both)")
     ap.add_argument("--write-only", action="store_true")
     args = ap.parse_args()
     if not args.write_only:

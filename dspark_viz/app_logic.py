@@ -33,8 +33,9 @@ from .scheduler import FixedLength, HardwareAware, Policy
 from .trace import Trace
 
 DRAFTER_LABELS = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style",
-                  "eagle": "EAGLE-style", "lookup": "prompt lookup", "random": "random (toy)"}
-DRAFTER_ORDER = ("dspark", "dspark-rnn", "dflash", "eagle", "lookup")
+                  "eagle": "EAGLE-style", "lookup": "prompt lookup", "random": "random (toy)",
+                  "dspark+lookup": "DSpark + lookup"}
+DRAFTER_ORDER = ("dspark", "dspark-rnn", "dflash", "eagle", "lookup", "dspark+lookup")
 PROFILE_LABELS = {"gpu-like": "gpu-like (smooth, synthetic)", "jagged": "jagged (CUDA-graph buckets, synthetic)",
                   "cpu": "cpu (measured on this machine)"}
 DEFAULT_EXAMPLES = (                                   # from assets/prompts/eval.jsonl, two per domain

@@ -76,6 +76,7 @@ def add_eval(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None)
     p.add_argument("--traces", default=None, metavar="DIR")
+    p.add_argument("--batch", type=int, default=1, help="requests decoded together, 1…8 (same traces, faster)")
     _common(p)
     p.set_defaults(func=run_eval)
 
@@ -89,7 +90,7 @@ def run_eval(a) -> None:
         raise ValueError("no prompts selected (check --prompts / --domain)")
     target = _target(a)
     res = evaluate_drafter(target, load_drafter(a.drafter, target), recs, a.temperature, a.max_new_tokens,
-                           a.seed, a.traces)
+                           a.seed, a.traces, batch=a.batch)
     print(format_report(res))
     if a.json:
         to_json(res, a.json)

@@ -43,22 +43,37 @@ def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None =
 
 def evaluate_drafter(target, drafter, records: list[dict], temperature: float = 0.0, max_new_tokens: int = 128,
                      seed: int = 0, traces_dir: str | Path | None = None, policy=None, progress: bool = True,
-                     max_prompt_tokens: int = 1024) -> dict:
-    """Decode every record with full-block verification; returns the summary and the traces."""
+                     max_prompt_tokens: int = 1024, batch: int = 1) -> dict:
+    """Decode every record with full-block verification; returns the summary and the traces.
+
+    ``batch`` > 1 decodes that many requests together (batched.py: one verify forward for all of them;
+    request i keeps seed + i, so the traces are those of the one-at-a-time loop) — about 2–3× faster on CPU."""
     policy = policy or FixedLength(drafter.gamma)
+    if not 1 <= batch <= 8:
+        raise ValueError(f"batch must lie in 1…8, got {batch}")
     traces = []
-    it = tqdm(records, desc=f"eval {drafter.name} T={temperature}", disable=not progress)
-    for i, r in enumerate(it):
-        ids = target.chat_ids(r["turns"][0])[-max_prompt_tokens:]
-        tr = speculative_generate(target, drafter, prompt_ids=ids, policy=policy, temperature=temperature,
-                                  max_new_tokens=max_new_tokens, seed=seed + i,
-                                  meta={"domain": r.get("domain", "mixed"), "prompt": r["turns"][0][:200]})
-        traces.append(tr)
+    bar = tqdm(total=len(records), desc=f"eval {drafter.name} T={temperature}", disable=not progress)
+    for i0 in range(0, len(records), batch):
+        chunk = records[i0:i0 + batch]
+        ids = [target.chat_ids(r["turns"][0])[-max_prompt_tokens:] for r in chunk]
+        if batch == 1:
+            out = [speculative_generate(target, drafter, prompt_ids=ids[0], policy=policy, temperature=temperature,
+                                        max_new_tokens=max_new_tokens, seed=seed + i0)]
+        else:
+            from .batched import batched_generate
+
+            out = batched_generate(target, drafter, prompt_ids=ids, policy=policy, temperature=temperature,
+                                   max_new_tokens=max_new_tokens, seed=seed + i0).traces
+        for j, (r, tr) in enumerate(zip(chunk, out)):
+            tr.meta.update(domain=r.get("domain", "mixed"), prompt=r["turns"][0][:200])
+            traces.append(tr)
+            if traces_dir is not None:
+                Path(traces_dir).mkdir(parents=True, exist_ok=True)
+                tr.to_json(str(Path(traces_dir) / f"{drafter.name}_T{temperature:g}_{i0 + j:04d}.json"))
+        bar.update(len(chunk))
         if progress:
-            it.set_postfix(tau=f"{metrics.tau(traces):.2f}")
-        if traces_dir is not None:
-            Path(traces_dir).mkdir(parents=True, exist_ok=True)
-            tr.to_json(str(Path(traces_dir) / f"{drafter.name}_T{temperature:g}_{i:04d}.json"))
+            bar.set_postfix(tau=f"{metrics.tau(traces):.2f}")
+    bar.close()
     s = metrics.summary(traces)
     return {"drafter": drafter.name, "temperature": temperature, "max_new_tokens": max_new_tokens,
             "n_prompts": len(records), "tau": s["tau"], "per_domain": s["per_domain"], "survival": s["survival"],

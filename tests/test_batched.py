@@ -76,3 +76,16 @@ def test_batched_neural_drafter_features_per_row():
         one = speculative_generate(t, d, prompt_ids=p, policy=FixedLength(4), temperature=1.0, max_new_tokens=16,
                                    seed=1 + r)
         assert res.traces[r].output_ids == one.output_ids, r
+
+
+def test_batched_evaluation_gives_the_sequential_traces(tiny):
+    from dspark_viz.evaluate import evaluate_drafter
+
+    d = RandomDrafter(48, gamma=4, seed=2)
+    tiny.chat_ids = lambda text: [int(c) % 47 for c in text.encode()][:12]     # a toy chat template
+    recs = [{"turns": [t], "domain": dom} for t, dom in
+            (("abc", "math"), ("hello there", "chat"), ("def f(x):", "code"), ("zzz", "math"), ("xy", "chat"))]
+    seq = evaluate_drafter(tiny, d, recs, temperature=1.0, max_new_tokens=12, seed=3, progress=False)
+    bat = evaluate_drafter(tiny, d, recs, temperature=1.0, max_new_tokens=12, seed=3, progress=False, batch=3)
+    assert [t.output_ids for t in bat["traces"]] == [t.output_ids for t in seq["traces"]]
+    assert bat["tau"] == seq["tau"] and bat["per_domain"] == seq["per_domain"]

@@ -46,11 +46,11 @@ def _hybrid(dr, prior=0.5, tau=2.5):
     return HybridDrafter(dr, STEEP, lookup_gamma=3, neural_tau=tau, neural_draft_s=0.02, prior=prior)
 
 
-@pytest.mark.parametrize("prompt", [[2, 0, 1, 2, 0], [1, 1, 1]], ids=["repeat", "run"])
+@pytest.mark.parametrize("prompt,both", [([2, 0, 1, 2, 0], True), ([1, 1, 1], False)], ids=["repeat", "run"])
 @pytest.mark.parametrize("stop_ids", [(), (3,)], ids=["no-stop", "stop-d"])
-def test_hybrid_output_law_equals_target_exactly(table4, draft4, prompt, stop_ids):
+def test_hybrid_output_law_equals_target_exactly(table4, draft4, prompt, both, stop_ids):
     """Exact enumeration of the whole loop with the hybrid's own per-round choice (both sources occur
-    without the stop token; with it the short outputs keep lookup ahead)."""
+    after the "repeat" prompt without the stop token)."""
     dr = _table_drafter(draft4)
     hy = _hybrid(dr)
     seen = Counter()
@@ -65,11 +65,12 @@ def test_hybrid_output_law_equals_target_exactly(table4, draft4, prompt, stop_id
             return (lambda s: None), None, 0
         return (lambda s: draft4[s[-1]]), (lambda s: dr.confidence_after(s[-1])), dr.gamma
 
-    got = exact_output_distribution(table4, None, None, HardwareAware(), gamma=3, n_tokens=4,
+    got = exact_output_distribution(table4, None, None, HardwareAware(), gamma=3, n_tokens=3,
                                     first_token_dist=table4[prompt[-1]], stop_ids=stop_ids, sps=STEEP,
                                     round_fn=round_fn)
-    want = target_output_distribution(table4, table4[prompt[-1]], n_tokens=4, stop_ids=stop_ids)
-    assert seen["lookup"] > 0 and (seen["neural"] > 0 or stop_ids), seen
+    want = target_output_distribution(table4, table4[prompt[-1]], n_tokens=3, stop_ids=stop_ids)
+    if both and not stop_ids:
+        assert seen["lookup"] > 0 and seen["neural"] > 0, seen
     assert sum(got.values()) == 1
     assert got == want
 
@@ -98,7 +99,8 @@ def test_hybrid_skips_a_draft_that_does_not_pay(table4, draft4):
     tgt = TableTarget(table4)
     tr = speculative_generate(tgt, hy, prompt_ids=[3], temperature=1.0, max_new_tokens=6, seed=0,
                               policy=HardwareAware(), sps=STEEP)
-    assert tr.rounds[0].source == "none" and tr.rounds[0].ell == 0 and tr.rounds[0].n_committed == 1
+    none = [r for r in tr.rounds if r.source == "none"]
+    assert none and all(r.ell == 0 and not r.drafts and r.n_committed == 1 for r in none)
     got = exact_output_distribution(
         table4, None, None, HardwareAware(), gamma=3, n_tokens=3, first_token_dist=table4[3], sps=STEEP,
         round_fn=lambda seq: (lambda s: None, None, 0) if hy.round_plan([3], seq)[0] == "none" else

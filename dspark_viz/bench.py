@@ -322,6 +322,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="run the whole comparison at each dtype (every method at the same dtype)")
     ap.add_argument("--markdown", default=None, metavar="OUT.md",
                     help="write the tables, machine, versions and command as Markdown (docs/benchmarks.md)")
+    ap.add_argument("--include-json", action="append", default=None, metavar="RUN.json",
+                    help="also put the runs of an earlier --json file in the Markdown (e.g. a shorter bf16 run)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", default=None, metavar="OUT.json", help="write the report as JSON")
@@ -384,9 +386,28 @@ def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = Non
             json.dump(payload, f, indent=1)
         print(f"wrote {a.json}", file=sys.stderr)
     if a.markdown:
+        extra = [r for p in (a.include_json or []) for r in load_reports(p)]
         Path(a.markdown).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.markdown).write_text(markdown_report(reports), encoding="utf-8")
+        Path(a.markdown).write_text(markdown_report(reports + extra), encoding="utf-8")
         print(f"wrote {a.markdown}", file=sys.stderr)
+    return out
+
+
+def load_reports(path) -> list[BenchReport]:
+    """The runs of a --json file (one report, or {"runs": [...]})."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read bench JSON {path}: {e}") from e
+    runs = d["runs"] if isinstance(d, dict) and "runs" in d else [d]
+    out = []
+    for r in runs:
+        try:
+            out.append(BenchReport(**{k: r[k] for k in ("methods", "machine", "settings", "prompts")},
+                                   command=r.get("command", ""), per_prompt=r.get("per_prompt", []),
+                                   peak_rss_mb=r.get("peak_rss_mb")))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path} is not a dspark-viz bench JSON: missing {e}") from e
     return out
 
 
@@ -413,7 +434,10 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "=hf: outputs identical to `generate`'s (greedy only).", ""]
     for rep in reports:
         st = rep.settings
-        lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g}", "", "```", format_table(rep), "```", ""]
+        lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g}", ""]
+        if rep.command != r0.command:
+            lines += [f"From a separate run: `{rep.command}`", ""]
+        lines += ["```", format_table(rep), "```", ""]
     mems = [r.peak_rss_mb for r in reports if r.peak_rss_mb is not None]
     if mems:
         lines += ["## Memory", "",

@@ -131,7 +131,10 @@ def write_markdown() -> Path:
         for p in cals:
             r = json.loads(p.read_text())
             g = len(r["ece_before"])
-            lines += [f"**{p.stem}** (rounds per position: {r['n']})", "",
+            kind = ("STS + a level term per position, σ(logit(c_k)/T_k + b_k) (beyond the paper; "
+                    "`dspark-viz calibrate --level`)" if p.stem.endswith("_level") else
+                    "STS, one temperature per position (the paper's; shipped beside the drafter)")
+            lines += [f"**{p.stem}**: {kind} (rounds per position: {r['n']})", "",
                       "| | " + " | ".join(f"k={k}" for k in range(1, g + 1)) + " |", "|---|" + "---|" * g]
             for key, lab in (("ece_before", "ECE before"), ("ece_after", "ECE after STS"), ("auroc", "AUROC")):
                 lines.append(f"| {lab} | " + " | ".join(f"{x:.3f}" if x == x else "–" for x in r[key]) + " |")

@@ -153,18 +153,22 @@ def rollouts_from_traces(traces) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 # -- STS -----------------------------------------------------------------------------------------
-def _scale(c: np.ndarray, t: float) -> np.ndarray:
-    """σ(logit(c) / T); exactly the identity at T = 1."""
-    if t == 1.0:
+def _scale(c: np.ndarray, t: float, b: float = 0.0) -> np.ndarray:
+    """σ(logit(c) / T + b); exactly the identity at T = 1, b = 0. Increasing in c for every T > 0."""
+    if t == 1.0 and b == 0.0:
         return c
     z = np.log(np.clip(c, EPS, 1 - EPS)) - np.log1p(-np.clip(c, EPS, 1 - EPS))
-    return 1.0 / (1.0 + np.exp(-z / t))
+    return 1.0 / (1.0 + np.exp(-(z / t + b)))
 
 
 @dataclass
 class STSCalibration:
     temperatures: list[float]                                           # (γ,) T_1..T_γ
     meta: dict[str, Any] = field(default_factory=dict)                  # n per position, grid, fit ECE …
+    biases: list[float] | None = None                                   # (γ,) level terms b_k (None: the paper's STS)
+
+    def _b(self, i: int) -> float:
+        return float(self.biases[i]) if self.biases else 0.0
 
     def apply(self, conf):
         """Calibrated c'_k, same shape as ``conf``: (γ,), (N, γ), or a list of those (returns lists)."""
@@ -175,7 +179,7 @@ class STSCalibration:
         g = c.shape[-1]
         if g > len(self.temperatures):
             raise ValueError(f"conf has {g} positions but the calibration only covers {len(self.temperatures)}")
-        out = np.stack([_scale(c[..., i], t) for i, t in enumerate(self.temperatures[:g])], axis=-1) \
+        out = np.stack([_scale(c[..., i], t, self._b(i)) for i, t in enumerate(self.temperatures[:g])], axis=-1) \
             if g else c.copy()
         return out.tolist() if as_list else out
 
@@ -185,7 +189,10 @@ class STSCalibration:
 
     # -- JSON --------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "sts", "temperatures": [float(t) for t in self.temperatures], "meta": self.meta}
+        d = {"kind": "sts", "temperatures": [float(t) for t in self.temperatures], "meta": self.meta}
+        if self.biases:
+            d["biases"] = [float(b) for b in self.biases]
+        return d
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -203,7 +210,12 @@ class STSCalibration:
                                                and math.isfinite(t) and t > 0 for t in ts):
             raise ValueError("STS calibration: \"temperatures\" must be a list of finite positive numbers")
         meta = d.get("meta", {})
-        return cls([float(t) for t in ts], dict(meta) if isinstance(meta, dict) else {})
+        bs = d.get("biases")
+        if bs is not None and (not isinstance(bs, list) or len(bs) != len(ts) or not all(
+                isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bs)):
+            raise ValueError("STS calibration: \"biases\" must be a list of finite numbers, one per temperature")
+        return cls([float(t) for t in ts], dict(meta) if isinstance(meta, dict) else {},
+                   [float(b) for b in bs] if bs is not None else None)
 
     @classmethod
     def from_json(cls, s: str) -> "STSCalibration":
@@ -220,8 +232,12 @@ class STSCalibration:
 
 
 def fit_sts(conf, accepted_len, ell=None, grid: Sequence[float] = DEFAULT_GRID,
-            n_bins: int = 20) -> STSCalibration:
+            n_bins: int = 20, bias_grid: Sequence[float] | None = None) -> STSCalibration:
     """Sequential Temperature Scaling on held-out rollouts.
+
+    ``bias_grid`` (beyond the paper): also search a level term b_k per position, c'_k = σ(logit(c_k)/T_k + b_k),
+    jointly with T_k (ties → T closest to 1, then |b| smallest). A temperature only sharpens or flattens c_k
+    around ½; it cannot move the mean when the head is over-confident on average, which b_k can.
 
     conf (N, γ) raw c_k; accepted_len (N,) m or an (N, γ) 0/1 prefix-acceptance matrix; ell (N,) ℓ or an
     (N, γ) mask of verified slots (None: all verified). Ties in ECE go to the temperature closest to 1.
@@ -233,22 +249,28 @@ def fit_sts(conf, accepted_len, ell=None, grid: Sequence[float] = DEFAULT_GRID,
     grid = sorted(set(float(t) for t in grid) | {1.0})
     if min(grid) <= 0:
         raise ValueError("STS temperatures must be positive")
+    bgrid = sorted(set(float(b) for b in bias_grid) | {0.0}) if bias_grid is not None else [0.0]
     temps: list[float] = []
+    biases: list[float] = []
     prev = np.ones(c.shape[0])                                           # (N,) a'_{k−1}, frozen
     n_k, e_k = [], []
     for k in range(c.shape[1]):
         v = valid[:, k]
-        best_t, best_e = 1.0, float("nan")
+        best_t, best_b, best_e = 1.0, 0.0, float("nan")
         if v.any():
             ck, pk, ok = c[v, k], prev[v], obs[v, k]
-            scores = [(ece(pk * _scale(ck, t), ok, n_bins), abs(math.log(t)), t) for t in grid]
-            best_e, _, best_t = min(scores)
+            scores = [(ece(pk * _scale(ck, t, b), ok, n_bins), abs(math.log(t)), abs(b), t, b)
+                      for t in grid for b in bgrid]
+            best_e, _, _, best_t, best_b = min(scores)
         temps.append(float(best_t))
+        biases.append(float(best_b))
         n_k.append(int(v.sum()))
         e_k.append(best_e)
-        prev = prev * _scale(np.nan_to_num(c[:, k], nan=0.0), best_t)
-    return STSCalibration(temps, meta={"n": n_k, "ece_fit": e_k, "n_bins": n_bins,
-                                       "grid": [min(grid), max(grid), len(grid)]})
+        prev = prev * _scale(np.nan_to_num(c[:, k], nan=0.0), best_t, best_b)
+    meta = {"n": n_k, "ece_fit": e_k, "n_bins": n_bins, "grid": [min(grid), max(grid), len(grid)]}
+    if bias_grid is not None:
+        meta["bias_grid"] = [min(bgrid), max(bgrid), len(bgrid)]
+    return STSCalibration(temps, meta=meta, biases=biases if bias_grid is not None else None)
 
 
 def calibration_report(conf, accepted_len, ell=None, calib: STSCalibration | None = None,

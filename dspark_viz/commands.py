@@ -109,11 +109,15 @@ def add_calibrate(sub) -> None:
     p.add_argument("--eval-traces", default=None, metavar="DIR", help="evaluate on recorded Trace JSONs")
     p.add_argument("--json", default=None)
     p.add_argument("--out", default=None, help="calibration file (default: beside the shipped drafter)")
+    p.add_argument("--level", action="store_true",
+                   help="also fit a level term b_k per position: σ(logit(c_k)/T_k + b_k) (beyond the paper)")
     _common(p)
     p.set_defaults(func=run_calibrate)
 
 
 def run_calibrate(a) -> None:
+    import numpy as np
+
     from .calibration import STSCalibration, calibration_report, fit_sts, rollouts_from_traces
     from .drafters import load_drafter
     from .drafters.neural import calibration_path
@@ -148,7 +152,7 @@ def run_calibrate(a) -> None:
 
     if fit_src:
         conf, acc, ell = rollouts(a.prompts, a.fit_traces)
-        cal = fit_sts(conf, acc, ell)
+        cal = fit_sts(conf, acc, ell, bias_grid=np.round(np.linspace(-2, 2, 41), 2) if a.level else None)
         cal.meta.update(drafter=a.drafter, fit_rounds=int(len(acc)), temperature=a.temperature)
         cal.save(out)
         print(f"saved {out}: temperatures {[round(t, 3) for t in cal.temperatures]}")

@@ -172,3 +172,29 @@ def test_rollouts_from_traces():
     assert cal.meta["n"] == [3, 2, 1]
     empty = rollouts_from_traces([])
     assert empty[0].shape == (0, 0)
+
+
+def test_sts_level_term_fixes_a_shift_a_temperature_cannot():
+    """Over-confident on average (true logit = raw logit − 1): the level term b_k removes the shift;
+    it stays order-preserving, sequential, and round-trips through JSON (invalid biases refused)."""
+    rng = np.random.default_rng(7)
+    n, g = 4000, 3
+    z = rng.normal(0.5, 1.0, (n, g))
+    conf = 1 / (1 + np.exp(-z))
+    ok = rng.random((n, g)) < 1 / (1 + np.exp(-(z - 1.0)))
+    m = np.where(ok.all(1), g, np.argmin(ok, axis=1))
+    grid = np.round(np.linspace(-2, 2, 41), 2)
+    plain, level = fit_sts(conf, m), fit_sts(conf, m, bias_grid=grid)
+    e_plain = ece(plain.survival(conf)[:, 0], m >= 1)
+    e_level = ece(level.survival(conf)[:, 0], m >= 1)
+    assert e_level < 0.5 * e_plain and level.biases[0] == pytest.approx(-1.0, abs=0.3)
+    c = np.sort(conf, axis=0)
+    assert np.all(np.diff(level.apply(c), axis=0) >= 0)                     # still order-preserving
+    alt = conf.copy()
+    alt[:, 1:] = rng.uniform(0.01, 0.99, alt[:, 1:].shape)
+    again = fit_sts(alt, m, bias_grid=grid)
+    assert (again.temperatures[0], again.biases[0]) == (level.temperatures[0], level.biases[0])
+    back = STSCalibration.from_json(level.to_json())
+    np.testing.assert_allclose(back.apply(conf), level.apply(conf))
+    with pytest.raises(ValueError, match="biases"):
+        STSCalibration.from_dict({"kind": "sts", "temperatures": [1.0, 2.0], "biases": [0.1]})

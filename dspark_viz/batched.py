@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .decode import check_settings, draft_tokens
+from .decode import calibrated_confidence, check_settings, draft_tokens
 from .drafters.base import Context
 from .sampling import probs_from_logits, sample, verify_block
 from .trace import Round, Trace
@@ -113,13 +113,8 @@ def batched_generate(target, drafter, prompts: list[str] | None = None, *, promp
         t0 = time.perf_counter()
         drafts = [drafter.propose(states[r], x0[r], pos[r], T, gens[r]) for r in live]
         t1 = time.perf_counter()
-        conf, cal = [], []
-        for d in drafts:
-            c = d.confidence
-            k = d.calibrated if d.calibrated is not None else (
-                drafter.calibration.apply(c) if (c is not None and getattr(drafter, "calibration", None)) else None)
-            conf.append(c)
-            cal.append(k)
+        conf = [d.confidence for d in drafts]
+        cal = [calibrated_confidence(d, getattr(drafter, "calibration", None)) for d in drafts]
         used = [k if k is not None else c for c, k in zip(conf, cal)]
         sched = policy.choose(used, sps)
         ells = [max(0, min(e, max_new_tokens - n_gen[r] - 1, len(d.tokens)))

@@ -96,10 +96,7 @@ class generate_rounds:
         draft = dr.propose(state, x0, pos, T, g) if dr else None
         t1 = time.perf_counter()
         conf = draft.confidence if draft else None
-        if draft is not None and draft.calibrated is not None:                # the drafter calibrated them
-            cal = draft.calibrated
-        else:
-            cal = self.calibration.apply(conf) if (conf is not None and self.calibration is not None) else None
+        cal = calibrated_confidence(draft, self.calibration)
         sched = None
         if draft is None or not draft.tokens:
             ell = 0
@@ -128,6 +125,17 @@ class generate_rounds:
             t_other=t4 - t3, stopped=v.stopped,
             schedule=_sched_diag(sched) if sched is not None else None,
         )
+
+def calibrated_confidence(draft, calibration) -> list[float] | None:
+    """The calibrated c'_k a round schedules with: the drafter's own (Draft.calibrated, e.g. the hybrid's
+    lookup estimates), else ``calibration`` applied to the raw confidences, else None."""
+    if draft is None:
+        return None
+    if draft.calibrated is not None:
+        return draft.calibrated
+    conf = draft.confidence
+    return calibration.apply(conf) if (conf is not None and calibration is not None) else None
+
 
 def draft_tokens(target, draft, conf, cal, ell: int, m: int, p_at: list[float]) -> list[DraftToken]:
     """The Trace's view of one round's drafted slots: status, probabilities, confidences, survival."""

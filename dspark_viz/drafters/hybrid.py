@@ -84,6 +84,9 @@ class HybridDrafter(Drafter):
         # the neural draft's cost in seconds; default: a quarter of one single-token target step
         self.neural_draft_s = float(neural_draft_s if neural_draft_s is not None else 0.25 * sps.step_time(1))
         self.lookup_draft_s = float(lookup_draft_s)
+        # constants of the choice (the neural estimate and the plain step do not change between rounds)
+        self.rate_neural = best_rate([self.rho ** k for k in range(1, neural.gamma + 1)], sps, self.neural_draft_s)[1]
+        self.rate_plain = 1.0 / float(sps.step_time(1))
         self.vocab_size = vocab_size or getattr(neural, "vocab_size", None)
 
     # -- state ------------------------------------------------------------------------------------
@@ -100,10 +103,8 @@ class HybridDrafter(Drafter):
     def choose(self, idx: LookupIndex) -> Choice:
         toks, n = idx.propose(self.lookup_gamma)
         conf = [idx.hit_rate(n + i, self.prior, self.prior_weight) for i in range(len(toks))] if toks else []
-        a_n = [self.rho ** k for k in range(1, self.neural.gamma + 1)]
-        _, r_n = best_rate(a_n, self.sps, self.neural_draft_s)
+        r_n, r_p = self.rate_neural, self.rate_plain
         r_l = best_rate(np.cumprod(conf), self.sps, self.lookup_draft_s)[1] if toks else 0.0
-        r_p = 1.0 / float(self.sps.step_time(1))
         best = max(r_l, r_n, r_p)
         source = "lookup" if toks and r_l == best else "neural" if r_n == best else "none"
         return Choice(source, toks, conf, r_l, r_n, r_p, n)

@@ -347,7 +347,7 @@ def train_in_turns(target, algos: list[str], feat_dir, runs_root, outs: dict, tc
         for a in algos:
             run_dir = Path(runs_root) / a
             ck = run_dir / "ckpt.pt"
-            at = int(torch.load(ck, weights_only=True)["step"]) if ck.exists() else 0
+            at = int(torch.load(ck, weights_only=True, mmap=True)["step"]) if ck.exists() else 0   # no full read
             if at >= tc.steps:
                 done[a] = True
                 continue

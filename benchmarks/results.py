@@ -7,6 +7,10 @@ resumes, and the markdown is regenerated from whatever cells exist:
 
     python benchmarks/results.py --per-domain 30 --temperatures 0 1 --max-new-tokens 128 --batch 8
     python benchmarks/results.py --write-only
+    python benchmarks/results.py --simulate --write-only     # serving simulation (docs/simulation/)
+
+The simulation replays the DSpark drafter's out-of-sample traces (../shared/bench, T = 1, recorded by the
+cells above into $DSPARK_CACHE/traces) with the shipped STS applied, on each named engine profile.
 """
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ sys.path.insert(0, str(ROOT))
 from dspark_viz.evaluate import bench_files, evaluate_drafter, load_eval_prompts  # noqa: E402
 
 OUT = ROOT / "docs" / "results"
+SIM = ROOT / "docs" / "simulation"
+SIM_PROFILES = ["gpu-like", "jagged", "cpu"]
+SIM_POLICIES = [f"fixed-{k}" for k in range(1, 8)] + ["hardware-aware", "hardware-aware+floor", "async-global"]
 DRAFTERS = ["dspark", "dspark-rnn", "dflash", "eagle"]
 LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style",
          "lookup": "prompt lookup"}
@@ -84,6 +91,84 @@ def run(args) -> None:
                         tr.to_json(str(tdir / f"{name}_T{T:g}_{i:03d}.json"))
 
 
+def simulate(args) -> None:
+    """Trace-driven serving simulation per profile → docs/simulation/PROFILE.json (curves + headline)."""
+    from dspark_viz.calibration import STSCalibration
+    from dspark_viz.drafters.neural import calibration_path
+    from dspark_viz.engine import headline, named_profile, sweep
+    from dspark_viz.target import cache_dir
+    from dspark_viz.trace import Trace
+
+    tdir = cache_dir() / "traces" / args.sim_drafter / args.sim_traces
+    traces = [Trace.from_json(str(p)) for p in sorted(tdir.glob("*.json"))]
+    if not traces:
+        raise SystemExit(f"no traces in {tdir}: run the {args.sim_drafter} cells first (they record them)")
+    cal_file = calibration_path(args.sim_drafter)
+    cal = STSCalibration.load(cal_file) if cal_file.exists() else None
+    for t in traces:                                     # schedule on calibrated confidences, as decoding does
+        for r in t.rounds:
+            ds = sorted(r.drafts, key=lambda d: d.k)
+            if cal is not None and ds and all(d.confidence is not None for d in ds):
+                for d, c in zip(ds, cal.apply([float(d.confidence) for d in ds])):
+                    d.confidence_cal = float(c)
+    SIM.mkdir(parents=True, exist_ok=True)
+    for name in args.profiles:
+        prof = named_profile(name)
+        df = sweep(traces, SIM_POLICIES, prof, n_rounds=args.sim_rounds)
+        body = {"profile": prof.name, "drafter": args.sim_drafter, "traces": f"{args.sim_traces} ({len(traces)} prompts)",
+                "calibration": cal_file.name if cal is not None else None, "rounds": args.sim_rounds,
+                "curves": df.to_dict(orient="records"), **headline(df),
+                "floor": headline(df, policy="hardware-aware+floor")}
+        (SIM / f"{name}.json").write_text(json.dumps(body, indent=1, default=float))
+        print(f"{name}: gain at SLA {body['throughput_gain_at_sla']:.3f}, per-user at matched throughput "
+              f"{body['per_user_speedup_at_matched_throughput']:.3f}, min vs best fixed {body['min_ratio_vs_best_fixed']:.3f}")
+
+
+def simulation_markdown() -> list[str]:
+    sims = [json.loads(p.read_text()) for p in sorted(SIM.glob("*.json"))] if SIM.exists() else []
+    if not sims:
+        return []
+    lines = ["## Serving simulation (trace-driven)", "",
+             "`python benchmarks/results.py --simulate --write-only`: R concurrent requests replay the recorded "
+             "rounds of the drafter below (acceptance outcomes from real traces, confidences through the shipped "
+             "STS); each policy picks the verification lengths; a step takes 1/SPS(B). Bars (issue 4): on the "
+             "GPU-like profile HardwareAware ≥ 1.50 × FixedLength(1) throughput at the SLA and ≥ 1.60 × per-user "
+             "speed at matched throughput; on every profile HardwareAware ≥ 0.98 × the best fixed length at every R. "
+             "HardwareAware is Algorithm 1 exactly; \"stale floor\" (beyond the paper, `hardware-aware+floor`) "
+             "admits the first K sorted candidates unconditionally, K sized on the batch two steps old as in "
+             "AsyncGlobal, then applies the early stop (lossless by the same argument; tests/test_scheduler.py).",
+             "", "| profile | drafter, traces | gain at SLA | per-user speed-up at matched throughput | "
+             "min over R of HA / best fixed (at R) | HA mean budget falls with R |", "|---|---|---|---|---|---|"]
+    for d in sims:
+        ha = sorted([c for c in d["curves"] if c["policy"] == "hardware-aware"], key=lambda c: c["R"])
+        bud = [c["mean_budget"] for c in ha]
+        mono = all(b2 <= b1 + 1e-9 for b1, b2 in zip(bud, bud[1:]))
+        fl = d.get("floor", {})
+        floor = (f"; with the stale floor {fl['min_ratio_vs_best_fixed']:.3f} (R = {fl['argmin_R_vs_best_fixed']})"
+                 if fl else "")
+        lines.append(f"| {d['profile']} | {d['drafter']}, {d['traces']}, {d['rounds']} steps per point | "
+                     f"{d['throughput_gain_at_sla']:.3f} | {d['per_user_speedup_at_matched_throughput']:.3f} | "
+                     f"{d['min_ratio_vs_best_fixed']:.3f} (R = {d['argmin_R_vs_best_fixed']}){floor} | "
+                     f"{'yes' if mono else 'no'} |")
+    for d in sims:
+        rows = {}
+        for c in d["curves"]:
+            rows.setdefault(c["R"], {})[c["policy"]] = c
+        lines += ["", f"**{d['profile']}**: throughput (tokens/s) per concurrency R", "",
+                  "| R | FixedLength(1) | best fixed (ℓ) | HardwareAware | HA / best fixed | HA mean ℓ | "
+                  "HA + stale floor (/ best fixed) | AsyncGlobal |", "|---|---|---|---|---|---|---|---|"]
+        for R in sorted(rows):
+            pr = rows[R]
+            fx = {k: v for k, v in pr.items() if k.startswith("fixed-")}
+            best = max(fx, key=lambda k: fx[k]["throughput"])
+            ha, ag, hf = pr["hardware-aware"], pr.get("async-global"), pr.get("hardware-aware+floor")
+            fl = (f"{hf['throughput']:.1f} ({hf['throughput'] / fx[best]['throughput']:.3f})" if hf else "–")
+            lines.append(f"| {R} | {pr['fixed-1']['throughput']:.1f} | {fx[best]['throughput']:.1f} ({best[6:]}) | "
+                         f"{ha['throughput']:.1f} | {ha['throughput'] / fx[best]['throughput']:.3f} | "
+                         f"{ha['mean_budget']:.2f} | {fl} | {ag['throughput'] if ag else float('nan'):.1f} |")
+    return lines + [""]
+
+
 def write_markdown() -> Path:
     cells = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json"))]
     lines = ["# Results: drafter quality on the embedded target", "",
@@ -139,6 +224,7 @@ def write_markdown() -> Path:
             for key, lab in (("ece_before", "ECE before"), ("ece_after", "ECE after STS"), ("auroc", "AUROC")):
                 lines.append(f"| {lab} | " + " | ".join(f"{x:.3f}" if x == x else "–" for x in r[key]) + " |")
             lines.append("")
+    lines += simulation_markdown()
     trained = {c["drafter"]: c.get("card_train", {}) for c in cells}
     if trained:
         lines += ["## Training budget of the evaluated drafters", "",
@@ -165,10 +251,17 @@ def main() -> None:
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--batch", type=int, default=8, help="requests decoded together (batched verification; same traces)")
     ap.add_argument("--sources", nargs="+", default=None, help="project-eval and/or shared-bench (default: both)")
-    ap.add_argument("--write-only", action="store_true")
+    ap.add_argument("--write-only", action="store_true", help="no decoding (with --simulate: only the simulation)")
+    ap.add_argument("--simulate", action="store_true", help="run the serving simulation on the recorded traces")
+    ap.add_argument("--profiles", nargs="+", default=SIM_PROFILES)
+    ap.add_argument("--sim-drafter", default="dspark")
+    ap.add_argument("--sim-traces", default="shared-bench_T1", help="trace folder under $DSPARK_CACHE/traces/DRAFTER")
+    ap.add_argument("--sim-rounds", type=int, default=400, help="decode steps simulated per (policy, R)")
     args = ap.parse_args()
     if not args.write_only:
         run(args)
+    if args.simulate:
+        simulate(args)
     print(f"wrote {write_markdown()}")
 
 

@@ -597,7 +597,7 @@ def _calibration_table(cd: CalibrationData, after: bool) -> str:
 # -- serving frontier ------------------------------------------------------------------------------------------
 def frontier_policies(gamma: int) -> list[str]:
     fixed = sorted({1, min(3, gamma), gamma})
-    return [f"fixed-{e}" for e in fixed] + ["hardware-aware", "async-global"]
+    return [f"fixed-{e}" for e in fixed] + ["hardware-aware", "hardware-aware+floor", "async-global"]
 
 
 def frontier_view(res: AppResources, profile: str, cache: dict | None) -> tuple[str, str, str, dict]:

@@ -218,7 +218,7 @@ def run_simulate(a) -> None:
         raise FileNotFoundError(f"no recorded traces with confidences in {tdir}")
     prof = named_profile(a.profile)
     policies = ["fixed-1", "fixed-2", "fixed-3", "fixed-4", "fixed-5", "fixed-6", "fixed-7", "hardware-aware",
-                "async-global"]
+                "hardware-aware+floor", "async-global"]
     df = sweep(traces, policies, prof, n_rounds=a.rounds)
     head = headline(df)
     print(df.to_string(index=False))

@@ -22,6 +22,9 @@ It must not depend on c_{r,j+1..γ}, which read x_{r,j} (paper appendix A).
     the K best current candidates are verified with no early stop. (r, j) is verified iff its rank is
     < K, and its rank depends only on candidates sorted before it, which by the argument above never
     include r's later slots: non-anticipating for any K that does not depend on the current block.
+  * HardwareAware with a stale floor (``floor_lag``, beyond the paper): the first K candidates of the sorted
+    order are admitted whatever Θ does (K as in AsyncGlobal, from committed rounds), then Algorithm 1's
+    early stop resumes. The decision for (r, j) still reads only candidates sorted up to it and the past.
   * Across requests: sorting by a (ties → smaller j, then r) is a k-way merge of the non-increasing
     sequences a_{r,·}, so x_{r,j} can only influence candidates merged after (r, j). Both policies are
     therefore one sequential stopping process over the merged order, and the joint law of all requests'
@@ -109,12 +112,13 @@ def greedy_path(a_list: list[np.ndarray], sps: SPSProfile):
     return r, j, a, B, tau, theta, R * float(sps(R))
 
 
-def admitted_count(theta: np.ndarray, theta0: float, early_stop: bool = True) -> int:
-    """Algorithm 1: admit while Θ strictly improves, stop at the first non-improvement.
+def admitted_count(theta: np.ndarray, theta0: float, early_stop: bool = True, floor: int = 0) -> int:
+    """Algorithm 1: admit while Θ strictly improves, stop at the first non-improvement; the first
+    ``floor`` candidates are admitted unconditionally (a capacity known before this block, 0 = none).
     Without the early stop: the first argmax of Θ over the whole path (retrospective, not lossless)."""
     if early_stop:
-        prev = np.r_[theta0, theta[:-1]]                                 # Θ_best before each admission
-        bad = np.flatnonzero(theta <= prev)
+        prev = np.r_[theta0, theta[:-1]]                                 # Θ before each admission
+        bad = np.flatnonzero((theta <= prev) & (np.arange(len(theta)) >= floor))
         return int(bad[0]) if bad.size else len(theta)
     return int(np.argmax(np.r_[theta0, theta]))
 
@@ -184,33 +188,70 @@ class StaticThreshold(Policy):
         return _finish(ell, conf, sps)
 
 
-class HardwareAware(Policy):
+class _StaleCapacity:
+    """K from the confidences ``lag`` calls old: the tokens the retrospective search admits on that batch
+    (safe: those rounds are committed). ``None`` until ``lag`` calls have been seen."""
+
+    def __init__(self, lag: int):
+        if lag < 1:
+            raise ValueError("the capacity lag must be ≥ 1 (lag 0 would read the current block)")
+        self.lag = int(lag)
+        self._history: list[list[list[float]]] = []
+
+    def reset(self) -> None:
+        self._history = []
+
+    def capacity(self, stale_conf, sps: SPSProfile) -> int:
+        a_list = [survival(c) for c in stale_conf if c is not None]
+        _, _, _, _, _, theta, theta0 = greedy_path(a_list, sps)
+        return admitted_count(theta, theta0, early_stop=False)
+
+    def stale_K(self, conf, sps: SPSProfile) -> int | None:
+        """K from `lag` calls ago (None while warming up); then remembers ``conf``."""
+        K = self.capacity(self._history[-self.lag], sps) if len(self._history) >= self.lag else None
+        self._history = (self._history + [[list(map(float, c)) for c in conf]])[-self.lag:]
+        return K
+
+
+class HardwareAware(_StaleCapacity, Policy):
     """Algorithm 1 (paper §3.2.2): greedy admission by a_{r,j}, stop at the first Θ non-improvement.
 
     early_stop=False is the retrospective global search of appendix A (argmax Θ over the whole path):
     it can pick a better Θ on a jagged profile but is NOT lossless. With sps None the synthetic
     gpu_like() profile is used (noted in Schedule.info["profile"]).
+
+    floor_lag (beyond the paper; None = Algorithm 1 exactly): on a profile with steps (CUDA-graph buckets)
+    the first non-improvement can be a bucket edge with a better Θ behind it. With a floor, the first K
+    sorted candidates are admitted unconditionally, K = AsyncGlobal's capacity from the batch `floor_lag`
+    calls old, and the early stop applies after them. Stateful then: call reset() between runs.
     """
     needs_confidence = True
 
-    def __init__(self, early_stop: bool = True):
+    def __init__(self, early_stop: bool = True, floor_lag: int | None = None):
+        _StaleCapacity.__init__(self, floor_lag or 1)
         self.early_stop = bool(early_stop)
+        self.floor_lag = None if floor_lag is None else int(floor_lag)
+        if self.floor_lag is not None and not self.early_stop:
+            raise ValueError("floor_lag needs the early stop (the retrospective search has no use for it)")
         self.lossless = self.early_stop
-        self.name = "hardware-aware" if self.early_stop else "retrospective"
+        self.name = ("hardware-aware" if self.early_stop else "retrospective") + ("+floor" if floor_lag else "")
 
     def choose(self, conf, sps=None, *, explain=True) -> Schedule:
         sps = sps if sps is not None else gpu_like()
         a_list = _surv_list(conf, self.name)
+        K = self.stale_K(conf, sps) if self.floor_lag else None
         r, j, a, B, tau, theta, theta0 = greedy_path(a_list, sps)
-        n = admitted_count(theta, theta0, self.early_stop)
+        n = admitted_count(theta, theta0, self.early_stop, floor=K or 0)
         ell = _lengths(len(a_list), r, j, n)
         stop = n if n < len(a) else None
+        info = dict(theta0=theta0, B0=len(a_list), profile=sps.name, admitted=n, candidates=int(len(a)))
+        if self.floor_lag:
+            info["floor_K"] = K
         return _finish(ell, conf, sps, a_list, path=_path_dicts(r, j, a, B, tau, theta, n) if explain else [],
-                       stop_at=stop, info=dict(theta0=theta0, B0=len(a_list), profile=sps.name,
-                                               admitted=n, candidates=int(len(a))))
+                       stop_at=stop, info=info)
 
 
-class AsyncGlobal(Policy):
+class AsyncGlobal(_StaleCapacity, Policy):
     """Paper §5.2: capacity K from confidences `lag` (= 2) calls old, then the global top-K of the current
     survivals, no early stop.
 
@@ -222,28 +263,14 @@ class AsyncGlobal(Policy):
     needs_confidence = True
 
     def __init__(self, lag: int = 2):
-        if lag < 1:
-            raise ValueError("AsyncGlobal lag must be ≥ 1 (lag 0 would read the current block)")
-        self.lag = int(lag)
+        _StaleCapacity.__init__(self, lag)
         self.name = "async-global"
-        self._history: list[list[list[float]]] = []
-
-    def reset(self) -> None:
-        self._history = []
-
-    def capacity(self, stale_conf, sps: SPSProfile) -> int:
-        a_list = [survival(c) for c in stale_conf if c is not None]
-        _, _, _, _, _, theta, theta0 = greedy_path(a_list, sps)
-        return admitted_count(theta, theta0, early_stop=False)
 
     def choose(self, conf, sps=None, *, explain=True) -> Schedule:
         sps = sps if sps is not None else gpu_like()
         a_list = _surv_list(conf, self.name)
-        if len(self._history) >= self.lag:
-            K, src = self.capacity(self._history[-self.lag], sps), f"{self.lag} calls old"
-        else:
-            K, src = len(a_list), "warm-up: K = R"
-        self._history = (self._history + [[list(map(float, c)) for c in conf]])[-self.lag:]
+        K = self.stale_K(conf, sps)
+        K, src = (K, f"{self.lag} calls old") if K is not None else (len(a_list), "warm-up: K = R")
         r, j, a, B, tau, theta, theta0 = greedy_path(a_list, sps)
         n = min(K, len(a))
         ell = _lengths(len(a_list), r, j, n)
@@ -252,16 +279,18 @@ class AsyncGlobal(Policy):
                        info=dict(K=K, K_source=src, theta0=theta0, profile=sps.name))
 
 
-POLICY_NAMES = ("fixed", "fixed-<ℓ>", "threshold", "hardware-aware", "async-global", "retrospective")
+POLICY_NAMES = ("fixed", "fixed-<ℓ>", "threshold", "hardware-aware", "hardware-aware+floor", "async-global",
+                "retrospective")
 
 
 def make_policy(name: str, **kw) -> Policy:
     """Policy by name: fixed (ell=…), fixed-<ℓ>, threshold (theta=…, on=…), hardware-aware,
-    async-global (lag=…), retrospective (Algorithm 1 without the early stop; not lossless)."""
+    hardware-aware+floor (floor_lag=2 unless given), async-global (lag=…), retrospective (Algorithm 1 without the early stop; not lossless)."""
     key = str(name).strip().lower().replace("_", "-")
     if key.startswith("fixed-") and key[6:].isdigit():
         return FixedLength(int(key[6:]), **kw)
     table = {"fixed": FixedLength, "threshold": StaticThreshold, "hardware-aware": HardwareAware,
+             "hardware-aware+floor": lambda **k: HardwareAware(**{"floor_lag": 2, **k}),
              "async-global": AsyncGlobal, "retrospective": lambda **k: HardwareAware(early_stop=False, **k)}
     if key not in table:
         raise ValueError(f"unknown policy {name!r}; valid names: {', '.join(POLICY_NAMES)}")

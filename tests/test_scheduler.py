@@ -93,6 +93,25 @@ def test_alg1_early_stop_is_suboptimal_on_a_jagged_profile():
     assert retro.B > 64 and retro.theta_best > 1.2 * alg1.theta_best
 
 
+def test_stale_floor_crosses_the_bucket_edge_and_warms_up_as_algorithm_1():
+    """HardwareAware(floor_lag=2): the first two calls have no committed batch to size K from, so it is
+    Algorithm 1; from the third, K (the retrospective optimum of the batch two calls old) carries the
+    admission over the bucket edge, and the early stop applies beyond K."""
+    sps, conf = jagged(), [[0.95, 0.9]] * 60
+    pol = HardwareAware(floor_lag=2)
+    first = [pol.choose(conf, sps) for _ in range(2)]
+    assert all(s.B == 64 and s.info["floor_K"] is None for s in first)
+    third = pol.choose(conf, sps)
+    retro = HardwareAware(early_stop=False).choose(conf, sps)
+    assert third.info["floor_K"] == retro.B - 60 and third.B >= retro.B
+    assert third.theta_best >= retro.theta_best > 1.2 * first[0].theta_best
+    pol.reset()
+    assert pol.choose(conf, sps).B == 64
+    assert make_policy("hardware-aware+floor").name == "hardware-aware+floor"
+    with pytest.raises(ValueError):
+        HardwareAware(early_stop=False, floor_lag=2)
+
+
 # -- simple policies -----------------------------------------------------------------------------------
 def test_fixed_and_threshold():
     conf = [[0.9, 0.9, 0.4, 0.9], [0.3, 0.9], None]
@@ -157,10 +176,11 @@ def test_admission_of_slot_j_ignores_later_confidences():
         conf = rng.uniform(0.05, 1.0, (R, g)).tolist()
         sps = stair_profile(rng) if rng.random() < 0.5 else smooth_profile(rng)
         stale = rng.uniform(0.05, 1.0, (R, g)).tolist()
-        base_async = AsyncGlobal()
-        base_async.choose(stale, sps), base_async.choose(stale, sps)
+        base_async, floor = AsyncGlobal(), HardwareAware(floor_lag=2)
+        for pol in (base_async, floor):
+            pol.choose(stale, sps), pol.choose(stale, sps)
         pols = {"alg1": HardwareAware(), "thr": StaticThreshold(0.4), "retro": HardwareAware(early_stop=False),
-                "async": base_async}
+                "async": base_async, "floor": floor}
         for name, pol in pols.items():
             ref = _decisions(copy.deepcopy(pol), conf, sps)
             r, j = int(rng.integers(R)), int(rng.integers(1, g))
@@ -168,7 +188,7 @@ def test_admission_of_slot_j_ignores_later_confidences():
             alt[r][j:] = rng.uniform(0.0, 1.0, g - j).tolist()       # change c_{r,j+1..γ}
             new = _decisions(copy.deepcopy(pol), alt, sps)
             violations[name] += (ref[r] >= j) != (new[r] >= j)
-    assert violations["alg1"] == violations["thr"] == violations["async"] == 0
+    assert violations["alg1"] == violations["thr"] == violations["async"] == violations["floor"] == 0
     assert violations["retro"] > 0, dict(violations)
 
 
@@ -267,10 +287,11 @@ def test_exactness_on_random_instances():
         others = [rng.uniform(0.1, 1.0, 2).tolist()] if rng.random() < 0.5 else []
         sps = stair_profile(rng, bmax=8) if rng.random() < 0.6 else smooth_profile(rng, bmax=8)
         stale = rng.uniform(0.05, 1.0, (1 + len(others), 2)).tolist()
-        asy = AsyncGlobal()
-        asy.choose(stale, sps), asy.choose(stale, sps)
+        asy, floor = AsyncGlobal(), HardwareAware(floor_lag=2)
+        for pol in (asy, floor):
+            pol.choose(stale, sps), pol.choose(stale, sps)
         target = target_dist(pt1, pt2)
-        pols = {"alg1": HardwareAware(), "thr": StaticThreshold(0.35), "async": asy,
+        pols = {"alg1": HardwareAware(), "thr": StaticThreshold(0.35), "async": asy, "floor": floor,
                 "retro": HardwareAware(early_stop=False)}
         for name, pol in pols.items():
             ells = {x1: copy.deepcopy(pol).choose([[c1, c2[x1]], *others], sps).lengths[0] for x1 in range(V)}
@@ -311,11 +332,13 @@ def test_joint_exactness_across_requests():
         req = [(_rand_dist(rng, V), _rand_dist(rng, V), float(rng.uniform(0.3, 1.0)),
                 rng.uniform(0.0, 1.0, V).tolist()) for _ in range(2)]
         sps = stair_profile(rng, bmax=8) if rng.random() < 0.6 else smooth_profile(rng, bmax=8)
-        asy = AsyncGlobal()
+        asy, floor = AsyncGlobal(), HardwareAware(floor_lag=2)
         stale = rng.uniform(0.05, 1.0, (2, 2)).tolist()
-        asy.choose(stale, sps), asy.choose(stale, sps)
+        for pol in (asy, floor):
+            pol.choose(stale, sps), pol.choose(stale, sps)
         product = {(a, b): req[0][0][a] * req[1][0][b] for a, b in itertools.product(range(V), repeat=2)}
-        for name, pol in {"alg1": HardwareAware(), "async": asy, "retro": HardwareAware(early_stop=False)}.items():
+        for name, pol in {"alg1": HardwareAware(), "async": asy, "floor": floor,
+                          "retro": HardwareAware(early_stop=False)}.items():
             joint = defaultdict(F)
             for xa, xb in itertools.product(range(V), repeat=2):
                 conf = [[req[0][2], req[0][3][xa]], [req[1][2], req[1][3][xb]]]

@@ -62,6 +62,7 @@ DRAFTER_COLORS = {
 }
 POLICY_COLORS = {
     "hardware-aware": OKABE_ITO["vermillion"], "async-global": OKABE_ITO["purple"],
+    "hardware-aware+floor": OKABE_ITO["sky"],
     "retrospective": OKABE_ITO["yellow"], "fixed-1": OKABE_ITO["black"],
 }
 STAGE_COLORS = {"before STS": OKABE_ITO["grey"], "after STS": OKABE_ITO["vermillion"]}

@@ -184,9 +184,11 @@ def write_markdown() -> Path:
             sub = sorted([c for c in cells if c["source"] == src and c["temperature"] == T],
                          key=lambda c: DRAFTERS.index(c["drafter"]) if c["drafter"] in DRAFTERS else 9)
             doms = sorted({d for c in sub for d in c["per_domain"]})
+            missing = [LABEL[d] for d in DRAFTERS if d not in {c["drafter"] for c in sub}]
             lines += [f"## {src}, T = {T:g}", "",
                       f"Prompts per domain: {max(c['n_prompts'] for c in sub) // max(len(doms), 1)}, "
-                      f"{sub[0]['max_new_tokens']} new tokens, seeds fixed.", "",
+                      f"{sub[0]['max_new_tokens']} new tokens, seeds fixed."
+                      + (f" Not run for the shipped drafters yet: {', '.join(missing)}." if missing else ""), "",
                       "| drafter | " + " | ".join(doms) + " | mixed τ | rounds |",
                       "|---|" + "---|" * (len(doms) + 2)]
             for c in sub:

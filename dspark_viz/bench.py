@@ -416,8 +416,9 @@ def markdown_report(reports: list[BenchReport]) -> str:
     r0 = reports[0]
     mi = r0.machine
     lines = ["# Decode speed benchmarks", "",
-             "Written by `dspark-viz bench --markdown docs/benchmarks.md` (dspark_viz/bench.py); every figure "
-             "below is from that run. Rerun with the command to refresh.", "",
+             "Written by `dspark-viz bench --markdown docs/benchmarks.md` (dspark_viz/bench.py), or merged from "
+             "several `--json` runs by `python benchmarks/bench_markdown.py`; every figure below is from the run "
+             "whose command heads it (the first one here, or the one named above its table). Rerun to refresh.", "",
              "```", r0.command, "```", "",
              "| | |", "|---|---|",
              f"| CPU | {mi['cpu']} ({mi['cores']} cores) |",

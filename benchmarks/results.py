@@ -29,7 +29,6 @@ from dspark_viz.evaluate import bench_files, evaluate_drafter, load_eval_prompts
 OUT = ROOT / "docs" / "results"
 SIM = ROOT / "docs" / "simulation"
 SIM_PROFILES = ["gpu-like", "jagged", "cpu"]
-SIM_POLICIES = [f"fixed-{k}" for k in range(1, 8)] + ["hardware-aware", "hardware-aware+floor", "async-global"]
 DRAFTERS = ["dspark", "dspark-rnn", "dflash", "eagle"]
 LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style",
          "lookup": "prompt lookup"}
@@ -95,7 +94,7 @@ def simulate(args) -> None:
     """Trace-driven serving simulation per profile → docs/simulation/PROFILE.json (curves + headline)."""
     from dspark_viz.calibration import STSCalibration
     from dspark_viz.drafters.neural import calibration_path
-    from dspark_viz.engine import headline, named_profile, sweep
+    from dspark_viz.engine import SWEEP_POLICIES, headline, named_profile, sweep
     from dspark_viz.target import cache_dir
     from dspark_viz.trace import Trace
 
@@ -114,7 +113,7 @@ def simulate(args) -> None:
     SIM.mkdir(parents=True, exist_ok=True)
     for name in args.profiles:
         prof = named_profile(name)
-        df = sweep(traces, SIM_POLICIES, prof, n_rounds=args.sim_rounds)
+        df = sweep(traces, SWEEP_POLICIES, prof, n_rounds=args.sim_rounds)
         body = {"profile": prof.name, "drafter": args.sim_drafter, "traces": f"{args.sim_traces} ({len(traces)} prompts)",
                 "calibration": cal_file.name if cal is not None else None, "rounds": args.sim_rounds,
                 "curves": df.to_dict(orient="records"), **headline(df),

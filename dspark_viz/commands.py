@@ -208,7 +208,7 @@ def add_simulate(sub) -> None:
 
 
 def run_simulate(a) -> None:
-    from .engine import headline, named_profile, sweep
+    from .engine import SWEEP_POLICIES, headline, named_profile, sweep
     from .trace import Trace
 
     tdir = Path(a.traces) if a.traces else PROFILE_DIR.parent / "traces"
@@ -217,9 +217,7 @@ def run_simulate(a) -> None:
     if not traces:
         raise FileNotFoundError(f"no recorded traces with confidences in {tdir}")
     prof = named_profile(a.profile)
-    policies = ["fixed-1", "fixed-2", "fixed-3", "fixed-4", "fixed-5", "fixed-6", "fixed-7", "hardware-aware",
-                "hardware-aware+floor", "async-global"]
-    df = sweep(traces, policies, prof, n_rounds=a.rounds)
+    df = sweep(traces, SWEEP_POLICIES, prof, n_rounds=a.rounds)
     head = headline(df)
     print(df.to_string(index=False))
     print(json.dumps(head, indent=1, default=float))

@@ -333,6 +333,10 @@ def _as_policy(p):
     return p if isinstance(p, Policy) else make_policy(p)
 
 
+# every policy the serving simulation compares (CLI `simulate`, benchmarks/results.py --simulate)
+SWEEP_POLICIES = tuple(f"fixed-{k}" for k in range(1, 8)) + ("hardware-aware", "hardware-aware+floor", "async-global")
+
+
 def sweep(traces, policies, profile: SPSProfile, Rs: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),
           n_rounds: int = 200, draft_time: float = 0.0, seed: int = 0):
     """DataFrame (policy, R, throughput, per_user, mean_budget, tau, mean_batch): simulate for each pair."""

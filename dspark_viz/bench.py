@@ -195,7 +195,8 @@ def machine_info(target=None) -> dict:
                 transformers=transformers.__version__, python=platform.python_version(),
                 platform=platform.platform())
     if target is not None:
-        info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""))
+        info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
+                    matmul=getattr(target, "matmul_path", "stock"))
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info
@@ -295,7 +296,7 @@ def format_table(rep: BenchReport) -> str:
               f"HF prompt_lookup_num_tokens = {st['hf_lookup_tokens']}",
               f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
               f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
-              f"{mi.get('device', '')} {mi.get('dtype', '')}"]
+              f"{mi.get('device', '')} {mi.get('dtype', '')} · matmuls {mi.get('matmul', 'stock')}"]
     if rep.peak_rss_mb is not None:
         lines.append(f"peak resident memory of the process (target + every loaded drafter): {rep.peak_rss_mb:.0f} MB")
     return "\n".join(lines)
@@ -427,12 +428,18 @@ def markdown_report(reports: list[BenchReport]) -> str:
              f"| platform | {mi['platform']} |",
              f"| target | {mi.get('target', '')} on {mi.get('device', '')} |",
              f"| prompts | {len(r0.prompts)} from ../shared/bench ({', '.join(sorted({p['file'] for p in r0.prompts}))}) |",
-             f"| new tokens | {r0.settings['max_new_tokens']} per prompt |", "",
+             f"| new tokens | {r0.settings['max_new_tokens']} per prompt |",
+             f"| matmuls | {mi.get('matmul', 'stock')} (see below) |", "",
              "Methods run interleaved in one process on the same prompts (order rotated per prompt). "
              "tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
              "at the same dtype and temperature; τ: committed tokens per verification round; the split is "
              "our loop's wall time in draft / verify (target forward + acceptance) / schedule / other; "
-             "=hf: outputs identical to `generate`'s (greedy only).", ""]
+             "=hf: outputs identical to `generate`'s (greedy only).", "",
+             "Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32, CPU) go through dspark_viz's compiled "
+             "few-row kernel (dspark_viz/kernels.py), installed on the one target every method shares — HF "
+             "prompt lookup's verification forwards of 2–8 tokens take it too; one-token steps (HF `generate`, "
+             "plain decoding) and prefill keep torch's stock path. `lm-head-wxt` = only the LM head as W·xᵀ "
+             "(the fallback); `stock` = torch as shipped (`DSPARK_SKINNY=0`).", ""]
     for rep in reports:
         st = rep.settings
         lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g}", ""]

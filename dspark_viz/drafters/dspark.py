@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .. import kernels
 from ..config import DrafterConfig
 from ..sampling import probs_from_logits, sample
 from .backbone import ParallelBackbone
@@ -33,6 +34,14 @@ def register_draft_vocab(module: nn.Module, vocab_ids: torch.Tensor, embed: torc
     module.embed, module.lm_head = embed, lm_head
 
 
+def vocab_logits(module: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """h (…, d) → h W_vdᵀ (…, V_d); a block of ≤ 8 rows takes the few-row kernel when the loader set one."""
+    fast, W = getattr(module, "fast_matmul", None), module.W_vd
+    if fast is not None and kernels.applies(h, W):
+        return kernels.linear(fast, h, W)
+    return h @ W.T.to(h.dtype)
+
+
 class DSparkModel(nn.Module):
     def __init__(self, cfg: DrafterConfig, embed: torch.Tensor, lm_head: torch.Tensor, vocab_ids: torch.Tensor):
         super().__init__()
@@ -50,7 +59,7 @@ class DSparkModel(nn.Module):
     # -- backbone ------------------------------------------------------------------------
     def base_logits(self, h):
         """h (…, d) → U (…, V_d)."""
-        return h @ self.W_vd.T.to(h.dtype)
+        return vocab_logits(self, h)
 
     # -- inference ------------------------------------------------------------------------
     @torch.inference_mode()

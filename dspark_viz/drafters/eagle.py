@@ -15,7 +15,7 @@ import torch.nn as nn
 from ..config import DrafterConfig
 from ..sampling import probs_from_logits, sample
 from .backbone import DraftLayer, RMSNorm, rope_cos_sin
-from .dspark import register_draft_vocab
+from .dspark import register_draft_vocab, vocab_logits
 
 
 class EagleModel(nn.Module):
@@ -49,7 +49,7 @@ class EagleModel(nn.Module):
         return self.norm(out), k, v
 
     def base_logits(self, g):
-        return g @ self.W_vd.T.to(g.dtype)
+        return vocab_logits(self, g)                    # g (…, d) → (…, V_d)
 
     # -- inference ------------------------------------------------------------------------
     @torch.inference_mode()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from .. import kernels
 from ..config import DrafterConfig
 from .dspark import DSparkModel, NeuralDrafter
 from .eagle import EagleModel
@@ -111,6 +112,11 @@ def load_drafter_file(path: str | Path, target, name: str | None = None) -> Neur
                          f"unexpected {unexpected[:3]})")
     model.to(device=target.device, dtype=target.dtype if target.dtype != torch.float16 else torch.float32)
     model.W_vd = model.W_vd.to(next(model.parameters()).dtype)
+    if getattr(target, "matmul_path", "stock") == "skinny-kernel":      # the target's few-row kernel, here too
+        ext = kernels.load()
+        if ext is not None:
+            kernels.patch_linears(model, ext)
+            model.fast_matmul = ext
     return NeuralDrafter(model, name or card["algo"], target, card)
 
 

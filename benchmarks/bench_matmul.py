@@ -1,0 +1,81 @@
+"""A/B of the few-row matmul kernel (dspark_viz/kernels.py) on the embedded target: one verification forward
+of n = 1…8 new tokens after a 256-token cache, stock torch matmuls vs the kernel, interleaved in one process.
+
+    python benchmarks/bench_matmul.py [--threads 1] [--repeats 9] [--json OUT.json]
+
+Prints the median ms per forward for each path, their ratio, the cost of n tokens relative to one token
+(what the scheduler's SPS profile sees), and the largest logit difference between the two paths.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from dspark_viz import kernels  # noqa: E402
+from dspark_viz.target import load_target  # noqa: E402
+
+
+def forward_ms(target, ctx: list[int], n: int, stock: bool) -> tuple[float, torch.Tensor]:
+    cache, _ = target.prefill(ctx)
+    x = torch.tensor([[ctx[-1]] * n])                                    # (1, n)
+    if stock:
+        with kernels.stock_linears(target.model):
+            t0 = time.perf_counter()
+            out = target.forward(x, cache)
+            dt = time.perf_counter() - t0
+    else:
+        t0 = time.perf_counter()
+        out = target.forward(x, cache)
+        dt = time.perf_counter() - t0
+    return dt * 1e3, out.logits
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--context", type=int, default=256)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    target = load_target(device="cpu", dtype="fp32")
+    if target.matmul_path != "skinny-kernel":
+        raise SystemExit(f"the kernel is not in use here ({target.matmul_path}); nothing to compare")
+    g = torch.Generator().manual_seed(0)
+    ctx = torch.randint(100, 40000, (a.context,), generator=g).tolist()
+    rows = []
+    for n in range(1, 9):
+        s_ms, k_ms, diff = [], [], 0.0
+        for r in range(a.repeats):                                       # interleaved, order alternating
+            for stock in ((True, False) if r % 2 == 0 else (False, True)):
+                ms, logits = forward_ms(target, ctx, n, stock)
+                (s_ms if stock else k_ms).append(ms)
+                if stock:
+                    ref = logits
+                else:
+                    kern = logits
+            diff = max(diff, float((ref - kern).abs().max()))
+        rows.append(dict(n=n, stock_ms=statistics.median(s_ms), kernel_ms=statistics.median(k_ms), max_abs_logit_diff=diff))
+    one_s, one_k = rows[0]["stock_ms"], rows[0]["kernel_ms"]
+    print(f"embedded target, fp32, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}")
+    print(f"{'n':>2} {'stock ms':>9} {'kernel ms':>10} {'kernel/stock':>13} {'stock n/1':>10} {'kernel n/1':>11} {'max|Δlogit|':>12}")
+    for r in rows:
+        print(f"{r['n']:>2} {r['stock_ms']:9.1f} {r['kernel_ms']:10.1f} {r['kernel_ms'] / r['stock_ms']:13.2f} "
+              f"{r['stock_ms'] / one_s:10.2f} {r['kernel_ms'] / one_k:11.2f} {r['max_abs_logit_diff']:12.1e}")
+    print("(n = 1 takes the stock path in both columns: the kernel serves 2–8-token forwards only)")
+    if a.json:
+        Path(a.json).write_text(json.dumps(dict(threads=a.threads, context=a.context, repeats=a.repeats, rows=rows),
+                                           indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

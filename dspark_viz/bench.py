@@ -52,12 +52,15 @@ class MethodResult(NamedTuple):
 
 Method = Callable[[object, list[int], BenchSettings], MethodResult]
 METHODS: dict[str, Method] = {}
+DEFAULT_METHODS: list[str] = []         # what `bench` runs without --methods (the issue's list)
 
 
-def register_method(name: str, fn: Method | None = None):
-    """Register a benchmark method (usable as a decorator)."""
+def register_method(name: str, fn: Method | None = None, default: bool = True):
+    """Register a benchmark method (usable as a decorator); default=False: only on request (--methods)."""
     def deco(f: Method) -> Method:
         METHODS[name] = f
+        if default and name not in DEFAULT_METHODS:
+            DEFAULT_METHODS.append(name)
         return f
     return deco(fn) if fn is not None else deco
 
@@ -134,14 +137,14 @@ def _cpu_profile(target=None):
     return default_profile(str(getattr(target, "device", "cpu")))
 
 
-def _neural(name: str, scheduled: bool = False):
+def _neural(name: str, scheduled: bool = False, ell: int | None = None):
     def run(target, ids, s):
         from .scheduler import FixedLength, HardwareAware
 
         d = _drafter(target, name)
         if scheduled:
             return _ours(target, d, ids, s, policy=HardwareAware(), sps=_cpu_profile(target))
-        return _ours(target, d, ids, s, policy=FixedLength(d.gamma))
+        return _ours(target, d, ids, s, policy=FixedLength(ell or d.gamma))
     return run
 
 
@@ -150,6 +153,9 @@ register_method("eagle", _neural("eagle"))
 register_method("dspark_fixed", _neural("dspark"))
 register_method("dspark_sched", _neural("dspark", scheduled=True))
 register_method("dspark_lookup", _neural("dspark+lookup", scheduled=True))
+for _ell in range(1, 7):    # DSpark at each shorter fixed ℓ: the "best fixed ℓ" check (--methods dspark_l1,…)
+    register_method(f"dspark_l{_ell}", _neural("dspark", ell=_ell), default=False)
+del _ell
 
 
 # -- prompts ----------------------------------------------------------------------------------------
@@ -313,8 +319,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gamma", type=int, default=7, help="our lookup drafter's block size")
     ap.add_argument("--hf-lookup-tokens", type=int, default=10, help="HF prompt_lookup_num_tokens")
-    ap.add_argument("--methods", default=",".join(METHODS),
-                    help=f"comma-separated subset of {', '.join(METHODS)}")
+    ap.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                    help=f"comma-separated, from {', '.join(METHODS)} (default: all but dspark_l1…l6, "
+                         f"DSpark at shorter fixed ℓ)")
     ap.add_argument("--target", default=None, help="local HF folder or .gguf (default: embedded SmolLM2)")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--temperatures", default=None, metavar="T1,T2",

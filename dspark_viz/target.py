@@ -302,7 +302,7 @@ def _dtype(dtype, device: str) -> torch.dtype:
 def _warm() -> None:
     t = load_target()
     print(f"target {t.name}: {t.n_layers} layers, d={t.hidden_size}, V={t.vocab_size}, "
-          f"loaded in {t.load_seconds:.1f}s on {t.device} ({t.dtype})")
+          f"loaded in {t.load_seconds:.1f}s on {t.device} ({t.dtype}); few-token forwards: {t.matmul_path}")
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ class TableTarget:
 
 
 def tiny_llama_target(vocab_size: int = 48, hidden_size: int = 32, n_layers: int = 4, seed: int = 0,
-                      eos: int | None = None) -> TargetModel:
+                      eos: int | None = None, dtype: torch.dtype = torch.float32) -> TargetModel:
     """A random-init Llama from an in-memory config, behind the real TargetModel wrapper."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -127,5 +127,5 @@ def tiny_llama_target(vocab_size: int = 48, hidden_size: int = 32, n_layers: int
     model = LlamaForCausalLM(cfg)
     with torch.no_grad():                     # sharper logits than the default init: a peaky toy LM
         model.get_input_embeddings().weight.mul_(20)
-    return TargetModel(model, CharTokenizer(vocab_size, eos), f"tiny-llama-{vocab_size}", "cpu", torch.float32,
+    return TargetModel(model.to(dtype), CharTokenizer(vocab_size, eos), f"tiny-llama-{vocab_size}", "cpu", dtype,
                        feature_layers=list(range(1, n_layers)))

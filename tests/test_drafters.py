@@ -235,3 +235,19 @@ def test_train_in_turns_resumes_and_streams_new_shards(tiny, tmp_path):
         assert torch.load(tmp_path / "runs" / a / "ckpt.pt", weights_only=True)["step"] == 6
         card = json.loads(outs[a].read_text())
         assert card["train"]["steps"] == 6 and card["train"]["data_sequences"] > 3
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "dflash", "eagle"])
+def test_every_drafter_decodes_in_bf16(tiny, algo, tmp_path):
+    """A drafter file loads into a bf16 target and drafts at that dtype (the bench's --dtype bf16 runs all four)."""
+    t, seqs = tiny
+    path = tmp_path / f"{algo}.json"
+    save_drafter(make(t, seqs, algo), t, path, {"train": {"steps": 1}})
+    tb = tiny_llama_target(vocab_size=48, hidden_size=64, n_layers=4, dtype=torch.bfloat16)
+    d = load_drafter_file(path, tb)
+    assert next(d.model.parameters()).dtype == torch.bfloat16
+    prompt = seqs[2]["ids"][:8].tolist()
+    sp = speculative_generate(tb, d, prompt_ids=prompt, max_new_tokens=16, temperature=0)
+    pl = plain_generate(tb, prompt_ids=prompt, max_new_tokens=16, temperature=0)
+    assert sp.output_ids == pl.output_ids
+    assert len(sp.rounds) < 16 and all(len(r.drafts) == GAMMA for r in sp.rounds)

@@ -90,8 +90,7 @@ class DSparkModel(nn.Module):
         h = self.backbone(x, pos, st["kv"], mask)                                             # (γ, d)
         U = self.base_logits(h).float()                                                       # (γ, V_d)
         V = self.full2draft.shape[0]
-        p_full = torch.zeros(g, V, device=dev)                                                # (γ, V)
-        toks, conf, diags = [], [], []
+        rows, toks, conf, diags = [], [], [], []                                              # rows: γ × (V_d,)
         prev = self.full2draft[anchor].view(1)
         state = self.head.init_state(1, dev) if self.head is not None else None
         for k in range(g):
@@ -106,7 +105,7 @@ class DSparkModel(nn.Module):
             p = probs_from_logits(logits, temperature)                                        # (V_d,)
             j = sample(p, generator)
             tok = int(self.vocab_ids[j])
-            p_full[k, self.vocab_ids] = p
+            rows.append(p)
             toks.append(tok)
             if diag:
                 top = torch.topk(logits, DIAG_TOPK).indices
@@ -114,6 +113,8 @@ class DSparkModel(nn.Module):
                               "B": (b[top] if b is not None else torch.zeros(DIAG_TOPK)).tolist(),
                               "chosen": tok})
             prev = torch.tensor([j], device=dev)
+        p_full = torch.zeros(g, V, device=dev)                                                # (γ, V)
+        p_full[:, self.vocab_ids] = torch.stack(rows)                                         # one scatter
         return toks, p_full, (conf or None), (diags or None)
 
 

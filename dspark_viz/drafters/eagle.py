@@ -56,7 +56,8 @@ class EagleModel(nn.Module):
     def begin(self, feats: torch.Tensor, ids: list[int]) -> dict:
         dev = self.W_vd.device
         Hk, Dh = self.cfg.n_kv_heads, self.cfg.head_dim
-        st = {"k": torch.zeros(Hk, 0, Dh, device=dev), "v": torch.zeros(Hk, 0, Dh, device=dev),
+        dt = self.W_vd.dtype                                                           # fp32 or bf16, as the target
+        st = {"k": torch.zeros(Hk, 0, Dh, device=dev, dtype=dt), "v": torch.zeros(Hk, 0, Dh, device=dev, dtype=dt),
               "pending": None, "n": 0}
         self.extend(st, feats, list(ids))
         return st
@@ -87,9 +88,8 @@ class EagleModel(nn.Module):
         n0 = st["k"].shape[1]
         assert n0 == anchor_pos - 1, "EAGLE context must hold entries up to anchor_pos − 2"
         V = self.embed.shape[0]
-        p_full = torch.zeros(g, V, device=dev)
         k_all, v_all = st["k"], st["v"]
-        f, tok, toks, diags = st["pending"][None], anchor, [], []
+        f, tok, toks, diags, rows = st["pending"][None], anchor, [], [], []          # rows: γ × (V_d,)
         for i in range(g):
             x = self.step_input(f, torch.tensor([tok], device=dev))                    # (1, d)
             mask = torch.ones(1, k_all.shape[1] + 1, dtype=torch.bool, device=dev)
@@ -99,11 +99,13 @@ class EagleModel(nn.Module):
             p = probs_from_logits(logits, temperature)
             j = sample(p, generator)
             tok = int(self.vocab_ids[j])
-            p_full[i, self.vocab_ids] = p
+            rows.append(p)
             toks.append(tok)
             if diag:
                 top = torch.topk(logits, 8).indices
                 diags.append({"ids": self.vocab_ids[top].tolist(), "U": logits[top].tolist(),
                               "B": [0.0] * 8, "chosen": tok})
             f = out                                                                    # own hidden feeds the next step
+        p_full = torch.zeros(g, V, device=dev)                                         # (γ, V)
+        p_full[:, self.vocab_ids] = torch.stack(rows)                                  # one scatter
         return toks, p_full, None, (diags or None)

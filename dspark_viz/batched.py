@@ -59,7 +59,7 @@ def batched_generate(target, drafter, prompts: list[str] | None = None, *, promp
                      policy=None, sps=None, temperature: float = 0.0, max_new_tokens: int = 64,
                      seed: int = 0) -> BatchResult:
     """Decode R ≤ 8 requests together, one batched verification per round; returns a Trace per request."""
-    from .engine import default_profile
+    from .engine import profile_for
     from .scheduler import FixedLength
 
     check_settings(max_new_tokens, temperature)
@@ -76,7 +76,7 @@ def batched_generate(target, drafter, prompts: list[str] | None = None, *, promp
     if L0 + (1 + drafter.gamma) * max_new_tokens > target.max_context:
         raise ValueError("prompts + rounds would exceed the target's context; use fewer new tokens")
     policy = policy or FixedLength(drafter.gamma)
-    sps = sps if sps is not None else default_profile(str(target.device))
+    sps = sps if sps is not None else profile_for(target)
     T, dev, feats = float(temperature), target.device, drafter.needs_features
     pad = min(target.stop_ids) if target.stop_ids else 0
     gens = [torch.Generator(device=str(dev)).manual_seed(seed + r) for r in range(R)]

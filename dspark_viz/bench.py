@@ -132,9 +132,9 @@ def _drafter(target, name: str):
 
 
 def _cpu_profile(target=None):
-    from .engine import default_profile
+    from .engine import profile_for
 
-    return default_profile(str(getattr(target, "device", "cpu")))
+    return profile_for(target)
 
 
 def _neural(name: str, scheduled: bool = False, ell: int | None = None):

@@ -174,15 +174,20 @@ def add_profile(sub) -> None:
     p.add_argument("--bmax", type=int, default=64)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ctx-len", type=int, default=256)
-    p.add_argument("--out", default=str(PROFILE_DIR / "cpu.json"))
+    p.add_argument("--out", default=None, help="default on CPU: assets/profiles/cpu.json (fp32 with the few-row "
+                   "kernel), cpu-stock.json (fp32, DSPARK_SKINNY=0) or cpu-bf16.json (--dtype bf16)")
     _common(p)
     p.set_defaults(func=run_profile)
 
 
 def run_profile(a) -> None:
-    from .engine import measure_profile
+    from .engine import cpu_profile_file, measure_profile
 
     target = _target(a)
+    if a.out is None:
+        if not str(target.device).startswith("cpu"):
+            raise SystemExit("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
+        a.out = str(cpu_profile_file(str(target.dtype), target.matmul_path))
     prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     prof.save(a.out)

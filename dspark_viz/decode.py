@@ -7,7 +7,7 @@ Legend: γ block size, ℓ verified length, m accepted drafts, V vocabulary, T t
     rounds.trace                  # the Trace built so far (complete after the loop)
 
 ``drafter=None`` is plain autoregressive decoding through the same wrapper (rounds with ℓ = 0).
-Default policy: HardwareAware (Algorithm 1, R = 1) on the device's profile (engine.default_profile) for a
+Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (engine.profile_for) for a
 drafter with a confidence head, FixedLength(γ) for one without.
 """
 from __future__ import annotations
@@ -55,8 +55,8 @@ class generate_rounds:
         if drafter is not None and policy is None:      # single user: Algorithm 1 with R = 1 on this device
             from .scheduler import FixedLength, HardwareAware
             if drafter.has_confidence:
-                from .engine import default_profile
-                policy, sps = HardwareAware(), sps if sps is not None else default_profile(str(target.device))
+                from .engine import profile_for
+                policy, sps = HardwareAware(), sps if sps is not None else profile_for(target)
             else:
                 policy = FixedLength(drafter.gamma)
         self.target, self.drafter, self.policy = target, drafter, policy

@@ -167,9 +167,33 @@ def named_profile(name: str) -> SPSProfile:
     raise ValueError(f"unknown SPS profile {name!r}; valid names: {', '.join(PROFILE_NAMES)} (or a .json path)")
 
 
+def cpu_profile_file(dtype: str = "float32", matmul: str = "skinny-kernel") -> Path:
+    """Where the measured CPU curve for this setup lives: cpu.json (fp32 with the few-row kernel, the default
+    setup), cpu-stock.json (fp32, stock matmuls: DSPARK_SKINNY=0 or no compiler), cpu-bf16.json (bf16).
+    Each is written by `dspark-viz profile` run under that setup; the costs differ enough to change ℓ."""
+    dt = str(dtype).replace("torch.", "")
+    if dt in ("bfloat16", "bf16"):
+        return PROFILE_DIR / "cpu-bf16.json"
+    if matmul != "skinny-kernel":
+        return PROFILE_DIR / "cpu-stock.json"
+    return PROFILE_DIR / "cpu.json"
+
+
+def profile_for(target) -> SPSProfile:
+    """The profile single-user decoding schedules with for this target: on CPU the measured curve of its
+    dtype and matmul path (falling back to cpu.json), else the synthetic GPU-like curve."""
+    device = str(getattr(target, "device", "cpu"))
+    if device.startswith("cpu"):
+        path = cpu_profile_file(str(getattr(target, "dtype", "float32")), getattr(target, "matmul_path", "skinny-kernel"))
+        for p in (path, PROFILE_DIR / "cpu.json"):
+            if p.exists():
+                return SPSProfile.load(p)
+    return gpu_like()
+
+
 def default_profile(device: str = "cpu") -> SPSProfile:
-    """The profile single-user decoding schedules with: the measured CPU one on CPU when it exists
-    (assets/profiles/cpu.json), else the synthetic GPU-like curve."""
+    """The fp32 CPU profile (assets/profiles/cpu.json) on CPU when it exists, else the GPU-like curve.
+    Decoding uses profile_for(target), which also tells dtypes and matmul paths apart."""
     if str(device).startswith("cpu") and (PROFILE_DIR / "cpu.json").exists():
         return SPSProfile.load(PROFILE_DIR / "cpu.json")
     return gpu_like()

@@ -73,6 +73,25 @@ def test_named_cpu_profile(tmp_path, monkeypatch):
     assert named_profile(str(tmp_path / "cpu.json")).name == "measured"
 
 
+def test_profile_for_picks_the_curve_of_the_targets_setup(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    monkeypatch.setattr(engine, "PROFILE_DIR", tmp_path)
+    fp32 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="skinny-kernel")
+    stock = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="stock")
+    bf16 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.bfloat16, matmul_path="stock")
+    gpu = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.bfloat16, matmul_path="stock")
+    assert engine.profile_for(fp32).name == "gpu-like"                    # nothing measured yet
+    SPSProfile("kernel", [1, 2], [50.0, 49.0], device="cpu").save(tmp_path / "cpu.json")
+    assert engine.profile_for(bf16).name == "kernel"                      # falls back to cpu.json
+    SPSProfile("bf16", [1, 2], [40.0, 30.0], device="cpu").save(tmp_path / "cpu-bf16.json")
+    SPSProfile("stock", [1, 2], [50.0, 30.0], device="cpu").save(tmp_path / "cpu-stock.json")
+    assert [engine.profile_for(t).name for t in (fp32, stock, bf16, gpu)] == ["kernel", "stock", "bf16", "gpu-like"]
+    assert engine.cpu_profile_file("bf16").name == "cpu-bf16.json"
+
+
 def test_default_batches():
     assert default_batches(64) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64]
     assert default_batches(5) == [1, 2, 3, 4, 5] and default_batches(100)[-1] == 100

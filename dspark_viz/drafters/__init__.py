@@ -21,11 +21,11 @@ def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
 
         return load_shipped(name, target, **kw)
     if name.endswith("+lookup") and name[:-7] in NEURAL:
-        from ..engine import default_profile
+        from ..engine import profile_for
         from .hybrid import HybridDrafter
         from .neural import load_shipped
 
-        sps = kw.pop("sps", None) or default_profile()
+        sps = kw.pop("sps", None) or profile_for(target)
         return HybridDrafter(load_shipped(name[:-7], target, **kw), sps, lookup_gamma=gamma,
                              vocab_size=target.vocab_size)
     raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(NAMES)}")

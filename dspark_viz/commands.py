@@ -175,7 +175,7 @@ def add_profile(sub) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ctx-len", type=int, default=256)
     p.add_argument("--out", default=None, help="default on CPU: assets/profiles/cpu.json (fp32 with the few-row "
-                   "kernel), cpu-stock.json (fp32, DSPARK_SKINNY=0) or cpu-bf16.json (--dtype bf16)")
+                   "kernel), cpu-stock.json (fp32, DSPARK_SKINNY=0), cpu-bf16[-stock].json (--dtype bf16)")
     _common(p)
     p.set_defaults(func=run_profile)
 

@@ -169,14 +169,12 @@ def named_profile(name: str) -> SPSProfile:
 
 def cpu_profile_file(dtype: str = "float32", matmul: str = "skinny-kernel") -> Path:
     """Where the measured CPU curve for this setup lives: cpu.json (fp32 with the few-row kernel, the default
-    setup), cpu-stock.json (fp32, stock matmuls: DSPARK_SKINNY=0 or no compiler), cpu-bf16.json (bf16).
-    Each is written by `dspark-viz profile` run under that setup; the costs differ enough to change ℓ."""
+    setup), cpu-stock.json (fp32, stock matmuls: DSPARK_SKINNY=0 or no compiler), cpu-bf16.json and
+    cpu-bf16-stock.json (bf16 with / without the kernel). Each is written by `dspark-viz profile` run under
+    that setup; the costs differ enough to change ℓ."""
     dt = str(dtype).replace("torch.", "")
-    if dt in ("bfloat16", "bf16"):
-        return PROFILE_DIR / "cpu-bf16.json"
-    if matmul != "skinny-kernel":
-        return PROFILE_DIR / "cpu-stock.json"
-    return PROFILE_DIR / "cpu.json"
+    stem = "cpu-bf16" if dt in ("bfloat16", "bf16") else "cpu"
+    return PROFILE_DIR / (f"{stem}.json" if matmul == "skinny-kernel" else f"{stem}-stock.json")
 
 
 def profile_for(target) -> SPSProfile:

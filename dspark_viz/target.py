@@ -138,13 +138,15 @@ def _skinny_lm_head(module: torch.nn.Linear) -> None:
 
 def _fast_matmuls(model, device: torch.device, dtype: torch.dtype) -> str:
     """Install the few-row matmul path for verification forwards; returns which one is in use."""
-    if device.type != "cpu" or dtype != torch.float32 or not kernels.enabled():
+    if device.type != "cpu" or dtype not in kernels.DTYPES or not kernels.enabled():
         return "stock"
     ext = kernels.load()
     if ext is not None:
         kernels.patch_linears(model, ext)
         return "skinny-kernel"
     head = model.get_output_embeddings()
+    if dtype != torch.float32:
+        return "stock"
     if isinstance(head, torch.nn.Linear):
         _skinny_lm_head(head)
         return "lm-head-wxt"

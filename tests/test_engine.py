@@ -81,7 +81,7 @@ def test_profile_for_picks_the_curve_of_the_targets_setup(tmp_path, monkeypatch)
     monkeypatch.setattr(engine, "PROFILE_DIR", tmp_path)
     fp32 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="skinny-kernel")
     stock = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="stock")
-    bf16 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.bfloat16, matmul_path="stock")
+    bf16 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.bfloat16, matmul_path="skinny-kernel")
     gpu = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.bfloat16, matmul_path="stock")
     assert engine.profile_for(fp32).name == "gpu-like"                    # nothing measured yet
     SPSProfile("kernel", [1, 2], [50.0, 49.0], device="cpu").save(tmp_path / "cpu.json")
@@ -90,6 +90,7 @@ def test_profile_for_picks_the_curve_of_the_targets_setup(tmp_path, monkeypatch)
     SPSProfile("stock", [1, 2], [50.0, 30.0], device="cpu").save(tmp_path / "cpu-stock.json")
     assert [engine.profile_for(t).name for t in (fp32, stock, bf16, gpu)] == ["kernel", "stock", "bf16", "gpu-like"]
     assert engine.cpu_profile_file("bf16").name == "cpu-bf16.json"
+    assert engine.cpu_profile_file("torch.bfloat16", "stock").name == "cpu-bf16-stock.json"
 
 
 def test_default_batches():

@@ -30,14 +30,34 @@ def test_matches_stock_product(ext, rows, inner, outer):
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5 * inner ** 0.5 * 4)
 
 
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("inner,outer", [(576, 1536), (13, 7), (100, 65)])
+def test_bf16_matches_fp32_sums_rounded_once(ext, rows, inner, outer):
+    """bf16: W widened exactly, fp32 sums, one rounding to bf16 — so y equals the fp32 product of the same
+    bf16 values rounded to bf16, up to the fp32 summation order (at most one bf16 step apart)."""
+    g = torch.Generator().manual_seed(7 * rows + inner)
+    x = torch.randn(rows, inner, generator=g).bfloat16()
+    w = torch.randn(outer, inner, generator=g).bfloat16()
+    y = ext.skinny_linear(x, w)
+    assert y.dtype == torch.bfloat16 and y.shape == (rows, outer)
+    exact = x.double() @ w.double().t()                                  # the bf16 inputs, exactly
+    ref = exact.bfloat16().double()
+    step = exact.abs().clamp_min(1e-30) * 2.0 ** -7                       # one bf16 ulp (8-bit mantissa)
+    assert bool(((y.double() - ref).abs() <= step + 1e-6).all())
+    stock = torch.nn.functional.linear(x, w)                              # torch's bf16 GEMM
+    torch.testing.assert_close(y.float(), stock.float(), rtol=1.6e-2, atol=1e-2)
+
+
 def test_rejects_what_it_cannot_do(ext):
     w = torch.randn(16, 32)
     with pytest.raises(RuntimeError, match="1..8 rows"):
         ext.skinny_linear(torch.randn(9, 32), w)
     with pytest.raises(RuntimeError, match="inner sizes"):
         ext.skinny_linear(torch.randn(2, 31), w)
-    with pytest.raises(RuntimeError, match="float32"):
+    with pytest.raises(RuntimeError, match="float32 or bfloat16"):
         ext.skinny_linear(torch.randn(2, 32, dtype=torch.float64), w.double())
+    with pytest.raises(RuntimeError, match="alike"):
+        ext.skinny_linear(torch.randn(2, 32).bfloat16(), w)
 
 
 def test_noncontiguous_and_batched_input(ext):
@@ -75,8 +95,9 @@ def test_patched_linear_keeps_stock_path_where_kernel_does_not_apply(ext):
     ref(ref_x).sum().backward()
     torch.testing.assert_close(x.grad, ref_x.grad)
     assert lin.weight.grad is not None
-    # other dtypes keep the stock path
-    assert not kernels.applies(torch.randn(3, 64, dtype=torch.bfloat16), lin.weight.bfloat16())
+    # other dtypes, or mixed ones, keep the stock path
+    assert not kernels.applies(torch.randn(3, 64, dtype=torch.float64), lin.weight.double())
+    assert not kernels.applies(torch.randn(3, 64, dtype=torch.bfloat16), lin.weight.detach())
 
 
 def test_switch_off(monkeypatch):

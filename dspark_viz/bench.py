@@ -442,11 +442,15 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "at the same dtype and temperature; τ: committed tokens per verification round; the split is "
              "our loop's wall time in draft / verify (target forward + acceptance) / schedule / other; "
              "=hf: outputs identical to `generate`'s (greedy only).", "",
-             "Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32, CPU) go through dspark_viz's compiled "
+             "Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, CPU) go through dspark_viz's compiled "
              "few-row kernel (dspark_viz/kernels.py), installed on the one target every method shares — HF "
              "prompt lookup's verification forwards of 2–8 tokens take it too; one-token steps (HF `generate`, "
              "plain decoding) and prefill keep torch's stock path. `lm-head-wxt` = only the LM head as W·xᵀ "
-             "(the fallback); `stock` = torch as shipped (`DSPARK_SKINNY=0`).", ""]
+             "(the fallback); `stock` = torch as shipped (`DSPARK_SKINNY=0`). The scheduler plans with the measured "
+             "profile of the same setup (assets/profiles/cpu.json, cpu-bf16.json, …; engine.profile_for). In bf16 "
+             "a multi-token forward rounds differently from a one-token one, so =hf counts fall there for every "
+             "multi-token method, HF prompt lookup included; each method is lossless with respect to the forward "
+             "that verifies it.", ""]
     for rep in reports:
         st = rep.settings
         lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g}", ""]

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -56,7 +58,10 @@ def load(verbose: bool = False) -> Any | None:
         return None
     from .target import cache_dir
 
-    build = cache_dir() / "kernels" / f"torch-{torch.__version__.split('+')[0]}"
+    # one build per (source, checkout, environment): torch's loader rebuilds whenever the source path or the
+    # include paths change, so checkouts sharing one cache would otherwise rebuild each other's copy
+    key = hashlib.sha256(f"{SOURCE.read_text(encoding='utf-8')}|{SOURCE}|{sys.prefix}".encode()).hexdigest()[:12]
+    build = cache_dir() / "kernels" / f"torch-{torch.__version__.split('+')[0]}-{key}"
     build.mkdir(parents=True, exist_ok=True)
     path = os.environ.get("PATH", "")
     try:

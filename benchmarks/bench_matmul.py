@@ -9,6 +9,7 @@ Prints the median ms per forward for each path, their ratio, the cost of n token
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -27,12 +28,7 @@ from dspark_viz.target import load_target  # noqa: E402
 def forward_ms(target, ctx: list[int], n: int, stock: bool) -> tuple[float, torch.Tensor]:
     cache, _ = target.prefill(ctx)
     x = torch.tensor([[ctx[-1]] * n])                                    # (1, n)
-    if stock:
-        with kernels.stock_linears(target.model):
-            t0 = time.perf_counter()
-            out = target.forward(x, cache)
-            dt = time.perf_counter() - t0
-    else:
+    with kernels.stock_linears(target.model) if stock else contextlib.nullcontext():
         t0 = time.perf_counter()
         out = target.forward(x, cache)
         dt = time.perf_counter() - t0

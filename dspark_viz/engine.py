@@ -189,14 +189,6 @@ def profile_for(target) -> SPSProfile:
     return gpu_like()
 
 
-def default_profile(device: str = "cpu") -> SPSProfile:
-    """The fp32 CPU profile (assets/profiles/cpu.json) on CPU when it exists, else the GPU-like curve.
-    Decoding uses profile_for(target), which also tells dtypes and matmul paths apart."""
-    if str(device).startswith("cpu") and (PROFILE_DIR / "cpu.json").exists():
-        return SPSProfile.load(PROFILE_DIR / "cpu.json")
-    return gpu_like()
-
-
 # -- measurement -------------------------------------------------------------------------------
 def default_batches(bmax: int) -> list[int]:
     """1..8 every size, then 12, 16, 24, 32, 48, 64, 96, … (×1.5 / ×4/3 alternately) up to bmax."""

@@ -235,6 +235,13 @@ def test_train_in_turns_resumes_and_streams_new_shards(tiny, tmp_path):
         assert torch.load(tmp_path / "runs" / a / "ckpt.pt", weights_only=True)["step"] == 6
         card = json.loads(outs[a].read_text())
         assert card["train"]["steps"] == 6 and card["train"]["data_sequences"] > 3
+    # a fixed data budget: only the first N cached sequences, whatever the cache holds (here 2-layer drafters)
+    capped = {a: tmp_path / "capped" / f"{a}.json" for a in outs}
+    train_in_turns(t, ["dspark", "dflash"], data, tmp_path / "runs_capped", capped, tc, turn=2,
+                   cfg_overrides=dict(over, n_layers=2), log=lambda *_: None, max_seqs=3)
+    for a in capped:
+        card = json.loads(capped[a].read_text())
+        assert card["train"]["data_sequences"] <= 3 and card["config"]["n_layers"] == 2
 
 
 @pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "dflash", "eagle"])

@@ -24,7 +24,9 @@ def add_train_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--blocks-per-seq", type=int, default=TrainConfig.blocks_per_seq)
     ap.add_argument("--seqs-per-step", type=int, default=TrainConfig.seqs_per_step)
     ap.add_argument("--ckpt-every", type=int, default=TrainConfig.ckpt_every)
-    ap.add_argument("--n-layers", type=int, default=None)
+    ap.add_argument("--max-seqs", type=int, default=None, help="use only the first N cached sequences "
+                    "(a fixed data budget while generation grows the cache)")
+    ap.add_argument("--n-layers", type=int, default=None, help="draft layers (default 1)")
     ap.add_argument("--draft-vocab", type=int, default=None)
     ap.add_argument("--threads", type=int, default=None)
 
@@ -51,14 +53,15 @@ def run_train(a: argparse.Namespace) -> None:
         folder = Path(a.out) if a.out else ASSETS
         outs = {x: folder / f"{SHIPPED[x]}.json" for x in algos}
         inits = {x: Path(a.init_from) / f"{SHIPPED[x]}.json" for x in algos} if a.init_from else None
-        train_in_turns(target, algos, data, root, outs, tc, turn=a.turn, cfg_overrides=over, inits=inits)
+        train_in_turns(target, algos, data, root, outs, tc, turn=a.turn, cfg_overrides=over, inits=inits,
+                       max_seqs=a.max_seqs)
         print(f"exported {', '.join(map(str, outs.values()))}")
         return
     algo = algos[0]
     run_dir = Path(a.run_dir) if a.run_dir else cache_dir() / "runs" / algo
     out = Path(a.out) if a.out else ASSETS / f"{SHIPPED[algo]}.json"
     train(target, algo, data, run_dir, out, tc, minutes=a.minutes, cfg_overrides=over,
-          init=Path(a.init_from) if a.init_from else None)
+          init=Path(a.init_from) if a.init_from else None, max_seqs=a.max_seqs)
     print(f"exported {out}")
 
 

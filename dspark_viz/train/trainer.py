@@ -250,13 +250,13 @@ def _warm_start(model, target, out, log):
 def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,
           tc: TrainConfig = TrainConfig(), minutes: float | None = None, cfg_overrides: dict | None = None,
           store: FeatureStore | None = None, log=print, stop_at: int | None = None,
-          init: str | Path | None = None) -> Path:
+          init: str | Path | None = None, max_seqs: int | None = None) -> Path:
     """Train (or resume) one drafter; exports safetensors + card to `out` at every checkpoint.
     ``stop_at`` pauses at that step (the schedule still runs over ``tc.steps``): several drafters
     can then take turns on one core with the same data and the same number of steps."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    store = store or FeatureStore(feat_dir)
+    store = store or FeatureStore(feat_dir, limit=max_seqs)
     tr, val = store.split()
     ckpt_path = run_dir / "ckpt.pt"
     torch.manual_seed(tc.seed)
@@ -337,10 +337,11 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
 
 
 def train_in_turns(target, algos: list[str], feat_dir, runs_root, outs: dict, tc: TrainConfig, turn: int = 200,
-                   cfg_overrides: dict | None = None, log=print, inits: dict | None = None) -> None:
+                   cfg_overrides: dict | None = None, log=print, inits: dict | None = None,
+                   max_seqs: int | None = None) -> None:
     """Round-robin: every drafter trains ``turn`` steps in its turn, on one shared FeatureStore, until
     all reach ``tc.steps``; interrupted at any point, the next call resumes every run where it stopped."""
-    store = FeatureStore(feat_dir)
+    store = FeatureStore(feat_dir, limit=max_seqs)
     done = {a: False for a in algos}
     stop = turn
     while not all(done.values()):

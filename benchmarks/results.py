@@ -88,7 +88,7 @@ def run(args) -> None:
                     tdir = ROOT / "assets" / "traces"
                     tdir.mkdir(parents=True, exist_ok=True)
                     for i, tr in enumerate(res["traces"][: args.traces]):
-                        tr.to_json(str(tdir / f"{name}_T{T:g}_{i:03d}.json"))
+                        tr.to_json(str(tdir / f"{name}_T{T:g}_{i:03d}.json"), digits=5)
 
 
 def simulate(args) -> None:

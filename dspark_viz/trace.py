@@ -122,8 +122,13 @@ class Trace:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def to_json(self, path: str | None = None, indent: int | None = None) -> str:
-        s = json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+    def to_json(self, path: str | None = None, indent: int | None = None, digits: int | None = None) -> str:
+        """JSON text (written to ``path`` when given). ``digits`` rounds every float to that many
+        significant digits (compact files for shipping; the default keeps them exactly)."""
+        d = self.to_dict()
+        if digits is not None:
+            d = _round_floats(d, digits)
+        s = json.dumps(d, indent=indent, ensure_ascii=False)
         if path is not None:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(s)
@@ -164,3 +169,14 @@ class Trace:
 def _only(cls, d: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}  # the dataclass constructor reports missing fields
     return {k: v for k, v in d.items() if k in names}
+
+
+def _round_floats(x, digits: int):
+    """A copy of a JSON-like value with every float rounded to ``digits`` significant digits."""
+    if isinstance(x, float):
+        return float(f"{x:.{digits}g}")
+    if isinstance(x, dict):
+        return {k: _round_floats(v, digits) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_round_floats(v, digits) for v in x]
+    return x

@@ -114,3 +114,17 @@ def test_json_round_trip_is_exact(table_target, tmp_path):
         assert json.loads(path.read_text(encoding="utf-8"))["prompt_ids"] == tr.prompt_ids
     tr = next(_decoded_traces(table_target))
     assert any(r.schedule for r in tr.rounds) and any(d.confidence is not None for r in tr.rounds for d in r.drafts)
+
+
+def test_compact_json_rounds_floats_only(table_target):
+    """``digits`` rounds floats (shipped traces) and keeps ids, text and structure exactly."""
+    tr = next(_decoded_traces(table_target))
+    back = Trace.from_json(tr.to_json(digits=4))
+    assert back.output_ids == tr.output_ids and back.text() == tr.text()
+    a = [d for r in tr.rounds for d in r.drafts]
+    b = [d for r in back.rounds for d in r.drafts]
+    assert [d.token for d in a] == [d.token for d in b] and [d.status for d in a] == [d.status for d in b]
+    pairs = [(u, v) for x, y in zip(a, b) for u, v in ((x.p_target, y.p_target), (x.p_draft, y.p_draft))
+             if u is not None]
+    assert pairs and all(math.isclose(u, v, rel_tol=1e-3) for u, v in pairs)
+    assert len(tr.to_json(digits=4)) < len(tr.to_json())

@@ -75,7 +75,8 @@ def run(args) -> None:
                 body = {k: v for k, v in res.items() if k != "traces"}
                 body.update(source=src, seconds=round(time.perf_counter() - t0, 1),
                             card_train=drafter.card.get("train", {}) if hasattr(drafter, "card") else {},
-                            card_config=drafter.card.get("config", {}) if hasattr(drafter, "card") else {})
+                            card_config=drafter.card.get("config", {}) if hasattr(drafter, "card") else {},
+                            card_sha256=drafter.card.get("sha256", "") if hasattr(drafter, "card") else "")
                 path.write_text(json.dumps(body, indent=1))
                 print(f"{name} {src} T={T:g}: τ = {res['tau']:.3f}")
                 from dspark_viz.target import cache_dir
@@ -169,6 +170,14 @@ def simulation_markdown() -> list[str]:
     return lines + [""]
 
 
+def shipped_sha(drafter: str) -> str:
+    """sha256 of the shipped drafter's weights, from its card ('' when it is not shipped)."""
+    from dspark_viz.drafters.neural import ASSETS, SHIPPED
+
+    card = ASSETS / f"{SHIPPED.get(drafter, drafter)}.json"
+    return json.loads(card.read_text()).get("sha256", "") if card.exists() else ""
+
+
 def write_markdown() -> Path:
     cells = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json"))]
     lines = ["# Results: drafter quality on the embedded target", "",
@@ -227,6 +236,11 @@ def write_markdown() -> Path:
                 lines.append(f"| {lab} | " + " | ".join(f"{x:.3f}" if x == x else "–" for x in r[key]) + " |")
             lines.append("")
     lines += simulation_markdown()
+    stale = sorted({f"{LABEL.get(c['drafter'], c['drafter'])} ({c['source']}, T = {c['temperature']:g})"
+                    for c in cells if c.get("card_sha256") and c["card_sha256"] != shipped_sha(c["drafter"])})
+    if stale:
+        lines += ["**Stale cells** (evaluated a drafter file that is no longer the shipped one; rerun them with "
+                  "`--force`): " + ", ".join(stale) + ".", ""]
     trained = {c["drafter"]: (c.get("card_train", {}), c.get("card_config", {})) for c in cells}
     if trained:
         lines += ["## Training budget of the evaluated drafters", "",

@@ -1,7 +1,10 @@
-"""A/B of the few-row matmul kernel (dspark_viz/kernels.py) on the embedded target: one verification forward
-of n = 1…8 new tokens after a 256-token cache, stock torch matmuls vs the kernel, interleaved in one process.
+"""A/B of a verification-path optimisation on the embedded target: one forward of n = 1…8 new tokens after a
+256-token cache, the stock path vs the optimised one, interleaved in one process.
 
-    python benchmarks/bench_matmul.py [--threads 1] [--repeats 9] [--json OUT.json]
+    python benchmarks/bench_matmul.py [--what matmul|attention] [--threads 1] [--repeats 9] [--json OUT.json]
+
+``--what matmul`` (default): stock torch matmuls vs the few-row kernel (dspark_viz/kernels.py);
+``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/attention.py).
 
 Prints the median ms per forward for each path, their ratio, the cost of n tokens relative to one token
 (what the scheduler's SPS profile sees), and the largest logit difference between the two paths.
@@ -21,14 +24,15 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from dspark_viz import kernels  # noqa: E402
+from dspark_viz import attention, kernels  # noqa: E402
 from dspark_viz.target import load_target  # noqa: E402
 
 
-def forward_ms(target, ctx: list[int], n: int, stock: bool) -> tuple[float, torch.Tensor]:
+def forward_ms(target, ctx: list[int], n: int, stock: bool, what: str = "matmul") -> tuple[float, torch.Tensor]:
     cache, _ = target.prefill(ctx)
     x = torch.tensor([[ctx[-1]] * n])                                    # (1, n)
-    with kernels.stock_linears(target.model) if stock else contextlib.nullcontext():
+    off = kernels.stock_linears if what == "matmul" else attention.stock_attention
+    with off(target.model) if stock else contextlib.nullcontext():
         t0 = time.perf_counter()
         out = target.forward(x, cache)
         dt = time.perf_counter() - t0
@@ -41,11 +45,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--what", choices=["matmul", "attention"], default="matmul")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     target = load_target(device="cpu", dtype="fp32")
-    if target.matmul_path != "skinny-kernel":
+    if a.what == "matmul" and target.matmul_path != "skinny-kernel":
         raise SystemExit(f"the kernel is not in use here ({target.matmul_path}); nothing to compare")
+    if a.what == "attention" and target.attention_path != "packed-gqa":
+        raise SystemExit(f"packed attention is not in use here ({target.attention_path}); nothing to compare")
     g = torch.Generator().manual_seed(0)
     ctx = torch.randint(100, 40000, (a.context,), generator=g).tolist()
     rows = []
@@ -53,23 +60,26 @@ def main() -> None:
         s_ms, k_ms, diff = [], [], 0.0
         for r in range(a.repeats):                                       # interleaved, order alternating
             for stock in ((True, False) if r % 2 == 0 else (False, True)):
-                ms, logits = forward_ms(target, ctx, n, stock)
+                ms, logits = forward_ms(target, ctx, n, stock, a.what)
                 (s_ms if stock else k_ms).append(ms)
                 if stock:
                     ref = logits
                 else:
                     kern = logits
             diff = max(diff, float((ref - kern).abs().max()))
-        rows.append(dict(n=n, stock_ms=statistics.median(s_ms), kernel_ms=statistics.median(k_ms), max_abs_logit_diff=diff))
-    one_s, one_k = rows[0]["stock_ms"], rows[0]["kernel_ms"]
-    print(f"embedded target, fp32, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}")
-    print(f"{'n':>2} {'stock ms':>9} {'kernel ms':>10} {'kernel/stock':>13} {'stock n/1':>10} {'kernel n/1':>11} {'max|Δlogit|':>12}")
+        rows.append(dict(n=n, stock_ms=statistics.median(s_ms), fast_ms=statistics.median(k_ms), max_abs_logit_diff=diff))
+    one_s, one_f = rows[0]["stock_ms"], rows[0]["fast_ms"]
+    new = "kernel" if a.what == "matmul" else "packed"
+    print(f"embedded target, fp32, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}, "
+          f"A/B: {a.what} (matmuls: {target.matmul_path}, attention: {target.attention_path})")
+    print(f"{'n':>2} {'stock ms':>9} {new + ' ms':>10} {new + '/stock':>13} {'stock n/1':>10} {new + ' n/1':>11} {'max|Δlogit|':>12}")
     for r in rows:
-        print(f"{r['n']:>2} {r['stock_ms']:9.1f} {r['kernel_ms']:10.1f} {r['kernel_ms'] / r['stock_ms']:13.2f} "
-              f"{r['stock_ms'] / one_s:10.2f} {r['kernel_ms'] / one_k:11.2f} {r['max_abs_logit_diff']:12.1e}")
-    print("(n = 1 takes the stock path in both columns: the kernel serves 2–8-token forwards only)")
+        print(f"{r['n']:>2} {r['stock_ms']:9.1f} {r['fast_ms']:10.1f} {r['fast_ms'] / r['stock_ms']:13.2f} "
+              f"{r['stock_ms'] / one_s:10.2f} {r['fast_ms'] / one_f:11.2f} {r['max_abs_logit_diff']:12.1e}")
+    print(f"(n = 1 takes the stock path in both columns: the {new} path serves 2–8-token forwards only)")
     if a.json:
-        Path(a.json).write_text(json.dumps(dict(threads=a.threads, context=a.context, repeats=a.repeats, rows=rows),
+        Path(a.json).write_text(json.dumps(dict(what=a.what, threads=a.threads, context=a.context, repeats=a.repeats,
+                                                rows=rows),
                                            indent=1), encoding="utf-8")
 
 

@@ -202,7 +202,7 @@ def machine_info(target=None) -> dict:
                 platform=platform.platform())
     if target is not None:
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
-                    matmul=getattr(target, "matmul_path", "stock"))
+                    matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"))
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info

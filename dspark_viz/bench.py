@@ -459,7 +459,8 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "and every run recorded before it existed). One-token steps keep transformers' own path.", ""]
     for rep in reports:
         st = rep.settings
-        lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g}", ""]
+        lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g} "
+                  f"(attention {rep.machine.get('attention', 'sdpa')})", ""]
         if rep.command != r0.command:
             lines += [f"From a separate run: `{rep.command}`", ""]
         lines += ["```", format_table(rep), "```", ""]

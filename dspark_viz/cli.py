@@ -57,7 +57,8 @@ PLAIN_NAMES = ("none", "plain")
 def _add_generate(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("prompt", help="the user message (the chat template is applied)")
     ap.add_argument("--drafter", default="lookup", help="lookup (default), a shipped neural drafter "
-                    "(dspark, dspark-rnn, dflash, eagle) or none for plain decoding")
+                    "(dspark, dspark-rnn, dflash, eagle), a drafter card FILE.json, NAME+lookup, "
+                    "or none for plain decoding")
     ap.add_argument("--gamma", type=int, default=None, help="block size of the lookup drafter (default 7)")
     ap.add_argument("--policy", default="fixed", help="fixed (ℓ = γ), fixed-<ℓ>, threshold, hardware-aware, "
                     "async-global, retrospective")
@@ -97,9 +98,12 @@ def _run_generate(a: argparse.Namespace) -> int:
     if not a.prompt.strip():
         raise ValueError("the prompt is empty: type a question or an instruction")
     check_settings(a.max_new_tokens, a.temperature)
-    drafter_name = a.drafter.strip().lower()
-    if drafter_name not in NAMES + PLAIN_NAMES:
-        raise ValueError(f"unknown drafter {a.drafter!r}: choose one of {', '.join(NAMES + PLAIN_NAMES)}")
+    drafter_name = a.drafter.strip()
+    if drafter_name.lower() in NAMES + PLAIN_NAMES:
+        drafter_name = drafter_name.lower()
+    elif not drafter_name.removesuffix("+lookup").endswith(".json"):
+        raise ValueError(f"unknown drafter {a.drafter!r}: choose one of {', '.join(NAMES + PLAIN_NAMES)}, "
+                         f"or a drafter card FILE.json")
     if a.gamma is not None and a.gamma < 1:
         raise ValueError(f"--gamma must be ≥ 1, got {a.gamma}")
     if a.gamma is not None and drafter_name != "lookup":

@@ -67,7 +67,8 @@ def add_train(sub) -> None:
 # -- eval ----------------------------------------------------------------------------------------
 def add_eval(sub) -> None:
     p = sub.add_parser("eval", help="full-block evaluation (ℓ = γ): τ per domain, survival, acceptance")
-    p.add_argument("--drafter", required=True)
+    p.add_argument("--drafter", required=True, help="a shipped name (dspark, dspark-rnn, dflash, eagle, lookup) "
+                   "or a drafter card FILE.json")
     p.add_argument("--prompts", nargs="+", required=True, help="{\"turns\": [...]} JSONL file(s)")
     p.add_argument("--domain", default=None)
     p.add_argument("--per-domain", type=int, default=None, help="at most this many prompts per domain")
@@ -99,7 +100,8 @@ def run_eval(a) -> None:
 # -- calibrate -------------------------------------------------------------------------------------
 def add_calibrate(sub) -> None:
     p = sub.add_parser("calibrate", help="fit Sequential Temperature Scaling and report ECE / AUROC")
-    p.add_argument("--drafter", required=True)
+    p.add_argument("--drafter", required=True, help="a shipped name or a drafter card FILE.json "
+                   "(its calibration is saved beside it as FILE.sts.json)")
     p.add_argument("--prompts", nargs="+", default=None, help="fit prompts (JSONL)")
     p.add_argument("--eval-prompts", nargs="+", default=None, help="out-of-sample prompts (JSONL)")
     p.add_argument("--per-domain", type=int, default=None)

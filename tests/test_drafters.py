@@ -258,3 +258,30 @@ def test_every_drafter_decodes_in_bf16(tiny, algo, tmp_path):
     pl = plain_generate(tb, prompt_ids=prompt, max_new_tokens=16, temperature=0)
     assert sp.output_ids == pl.output_ids
     assert len(sp.rounds) < 16 and all(len(r.drafts) == GAMMA for r in sp.rounds)
+
+
+def test_a_drafter_card_file_loads_by_path_with_its_calibration(tiny, tmp_path):
+    """`--drafter FILE.json`: a drafter you trained loads from its card, alone or with lookup, and the STS
+    calibration saved beside it (FILE.sts.json) is attached; a missing card says what to give."""
+    from dspark_viz.calibration import STSCalibration
+    from dspark_viz.drafters import HybridDrafter, load_drafter
+    from dspark_viz.drafters.neural import calibration_path
+
+    t, seqs = tiny
+    path = tmp_path / "mine.json"
+    save_drafter(make(t, seqs, "dspark"), t, path, {"train": {"steps": 1}})
+    d = load_drafter(str(path), t)
+    assert d.has_confidence and d.gamma == GAMMA and d.calibration is None
+    assert calibration_path(str(path)) == tmp_path / "mine.sts.json"
+    STSCalibration([1.5] * GAMMA).save(tmp_path / "mine.sts.json")
+    assert load_drafter(str(path), t).calibration.temperatures == [1.5] * GAMMA
+    assert load_drafter(str(path), t, calibrated=False).calibration is None
+    h = load_drafter(f"{path}+lookup", t)
+    assert isinstance(h, HybridDrafter)
+    prompt = seqs[2]["ids"][:8].tolist()
+    assert speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=12, temperature=0).output_ids == \
+        plain_generate(t, prompt_ids=prompt, max_new_tokens=12, temperature=0).output_ids
+    with pytest.raises(FileNotFoundError, match="no drafter card"):
+        load_drafter(str(tmp_path / "absent.json"), t)
+    with pytest.raises(ValueError, match="unknown drafter"):
+        load_drafter("mine", t)

@@ -11,24 +11,30 @@ NAMES = ("lookup",) + NEURAL + tuple(f"{n}+lookup" for n in NEURAL)
 
 
 def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
-    """A drafter by name: ``lookup``, a shipped neural drafter (dspark, dspark-rnn, dflash, eagle), or
-    ``NAME+lookup`` (the neural drafter with n-gram lookup as a second source, drafters/hybrid.py)."""
+    """A drafter by name: ``lookup``, a shipped neural drafter (dspark, dspark-rnn, dflash, eagle), a drafter
+    card file ``FILE.json`` (one you trained: `dspark-viz train --out FILE.json`), or either of the last two
+    with ``+lookup`` (n-gram lookup as a second source, drafters/hybrid.py)."""
+    from .neural import is_card_path
+
     if name == "lookup":
         kw.pop("calibrated", None)
         return LookupDrafter(gamma=gamma or 7, vocab_size=target.vocab_size, **kw)
-    if name in NEURAL:
-        from .neural import load_shipped
+    base = name[:-7] if name.endswith("+lookup") else name
+    if base not in NEURAL and not is_card_path(base):
+        raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(NAMES)}, or a drafter card FILE.json")
+    from .neural import load_card, load_shipped
 
-        return load_shipped(name, target, **kw)
-    if name.endswith("+lookup") and name[:-7] in NEURAL:
-        from ..engine import profile_for
-        from .hybrid import HybridDrafter
-        from .neural import load_shipped
+    sps = kw.pop("sps", None)
+    if base in NEURAL:
+        neural = load_shipped(base, target, **kw)
+    else:
+        kw.pop("path", None)
+        neural = load_card(base, target, **kw)
+    if base == name:
+        return neural
+    from ..engine import profile_for
 
-        sps = kw.pop("sps", None) or profile_for(target)
-        return HybridDrafter(load_shipped(name[:-7], target, **kw), sps, lookup_gamma=gamma,
-                             vocab_size=target.vocab_size)
-    raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(NAMES)}")
+    return HybridDrafter(neural, sps or profile_for(target), lookup_gamma=gamma, vocab_size=target.vocab_size)
 
 
 __all__ = ["Context", "Draft", "Drafter", "LookupDrafter", "RandomDrafter", "HybridDrafter", "load_drafter", "NAMES", "NEURAL"]

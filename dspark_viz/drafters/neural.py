@@ -120,9 +120,26 @@ def load_drafter_file(path: str | Path, target, name: str | None = None) -> Neur
     return NeuralDrafter(model, name or card["algo"], target, card)
 
 
+def is_card_path(name) -> bool:
+    """A drafter given as its card file (``… .json``) rather than a shipped name."""
+    return str(name).endswith(".json")
+
+
 def calibration_path(name: str) -> Path:
-    """Where `dspark-viz calibrate` saves a shipped drafter's STS temperatures."""
+    """Where `dspark-viz calibrate` saves a drafter's STS temperatures: beside the shipped file, or beside a
+    drafter given as its card (FILE.json → FILE.sts.json)."""
+    if is_card_path(name):
+        return Path(name).with_suffix(".sts.json")
     return ASSETS / f"{SHIPPED.get(name, name)}.sts.json"
+
+
+def _calibrate(d: NeuralDrafter, cal: Path, calibrated: bool) -> NeuralDrafter:
+    """Attach the saved STS calibration (if any; used by decoding) to a drafter with a confidence head."""
+    if calibrated and d.has_confidence and cal.exists():
+        from ..calibration import STSCalibration
+
+        d.calibration = STSCalibration.load(cal)
+    return d
 
 
 def load_shipped(name: str, target, path: str | Path | None = None, calibrated: bool = True) -> NeuralDrafter:
@@ -133,10 +150,13 @@ def load_shipped(name: str, target, path: str | Path | None = None, calibrated: 
     if not p.exists():
         raise FileNotFoundError(f"the shipped drafter {name!r} is missing ({p}); train it with "
                                 f"`dspark-viz train --algo {name}`")
-    d = load_drafter_file(p, target, name)
-    cal = calibration_path(name)
-    if calibrated and d.has_confidence and cal.exists():
-        from ..calibration import STSCalibration
+    return _calibrate(load_drafter_file(p, target, name), calibration_path(name), calibrated)
 
-        d.calibration = STSCalibration.load(cal)
-    return d
+
+def load_card(path: str | Path, target, calibrated: bool = True) -> NeuralDrafter:
+    """A drafter from its card file (e.g. one `dspark-viz train --out FILE.json` wrote), with the STS
+    calibration saved beside it (FILE.sts.json) when there is one."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"no drafter card at {p} (give a .json card written by `dspark-viz train --out`)")
+    return _calibrate(load_drafter_file(p, target), calibration_path(str(p)), calibrated)

@@ -73,10 +73,9 @@ def run(args) -> None:
                 res = evaluate_drafter(target, drafter, recs, temperature=T, max_new_tokens=args.max_new_tokens,
                                        seed=args.seed, batch=args.batch)
                 body = {k: v for k, v in res.items() if k != "traces"}
-                body.update(source=src, seconds=round(time.perf_counter() - t0, 1),
-                            card_train=drafter.card.get("train", {}) if hasattr(drafter, "card") else {},
-                            card_config=drafter.card.get("config", {}) if hasattr(drafter, "card") else {},
-                            card_sha256=drafter.card.get("sha256", "") if hasattr(drafter, "card") else "")
+                card = getattr(drafter, "card", {})
+                body.update(source=src, seconds=round(time.perf_counter() - t0, 1), card_train=card.get("train", {}),
+                            card_config=card.get("config", {}), card_sha256=card.get("sha256", ""))
                 path.write_text(json.dumps(body, indent=1))
                 print(f"{name} {src} T={T:g}: τ = {res['tau']:.3f}")
                 from dspark_viz.target import cache_dir
@@ -236,8 +235,9 @@ def write_markdown() -> Path:
                 lines.append(f"| {lab} | " + " | ".join(f"{x:.3f}" if x == x else "–" for x in r[key]) + " |")
             lines.append("")
     lines += simulation_markdown()
+    shipped = {d: shipped_sha(d) for d in {c["drafter"] for c in cells}}
     stale = sorted({f"{LABEL.get(c['drafter'], c['drafter'])} ({c['source']}, T = {c['temperature']:g})"
-                    for c in cells if c.get("card_sha256") and c["card_sha256"] != shipped_sha(c["drafter"])})
+                    for c in cells if c.get("card_sha256") and c["card_sha256"] != shipped[c["drafter"]]})
     if stale:
         lines += ["**Stale cells** (evaluated a drafter file that is no longer the shipped one; rerun them with "
                   "`--force`): " + ", ".join(stale) + ".", ""]

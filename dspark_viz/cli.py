@@ -92,6 +92,7 @@ def _run_generate(a: argparse.Namespace) -> int:
 
     from .decode import check_settings, generate_rounds
     from .drafters import NAMES, load_drafter
+    from .drafters.neural import is_card_path
     from .target import load_target
 
     # cheap checks first: a typo should not cost a model load
@@ -101,7 +102,7 @@ def _run_generate(a: argparse.Namespace) -> int:
     drafter_name = a.drafter.strip()
     if drafter_name.lower() in NAMES + PLAIN_NAMES:
         drafter_name = drafter_name.lower()
-    elif not drafter_name.removesuffix("+lookup").endswith(".json"):
+    elif not is_card_path(drafter_name.removesuffix("+lookup")):
         raise ValueError(f"unknown drafter {a.drafter!r}: choose one of {', '.join(NAMES + PLAIN_NAMES)}, "
                          f"or a drafter card FILE.json")
     if a.gamma is not None and a.gamma < 1:

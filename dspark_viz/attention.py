@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+import torch
 import torch.nn.functional as F
 
 NAME = "dspark_packed_sdpa"
@@ -42,9 +43,27 @@ def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 
                                       scaling=scaling, is_causal=is_causal, **kwargs)
     Hk = H // rep
     qp = query.reshape(b, Hk, rep * q, D)                      # head h = kv·rep + r → row r·q + i
-    mask = attention_mask.repeat(1, 1, rep, 1)                 # (b|1, 1, rep·q, S): row r·q + i = row i
+    mask = _packed_mask(attention_mask, rep, query.dtype)      # (b|1, 1, rep·q, S): row r·q + i = row i
     o = F.scaled_dot_product_attention(qp, key, value, attn_mask=mask, scale=scaling)   # (b, Hk, rep·q, D)
     return o.reshape(b, H, q, D).transpose(1, 2).contiguous(), None
+
+
+def _packed_mask(mask, rep: int, dtype):
+    """mask (b|1, 1, q, S) → its rows repeated ``rep`` times, (b|1, 1, rep·q, S), as an additive mask of
+    ``dtype`` for boolean masks. Every layer of one forward gets the same mask object, so the result is
+    kept on it and built once per forward, not once per layer."""
+    key = (rep, dtype)
+    kept = getattr(mask, "_dspark_packed", None)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    packed = mask.repeat(1, 1, rep, 1)
+    if packed.dtype == torch.bool:
+        packed = torch.zeros(packed.shape, dtype=dtype).masked_fill_(~packed, torch.finfo(dtype).min)
+    try:
+        mask._dspark_packed = (key, packed)
+    except (AttributeError, RuntimeError):                   # a tensor that takes no attributes: no reuse
+        pass
+    return packed
 
 
 def install(model) -> bool:

@@ -225,49 +225,74 @@ class BenchReport:
 
 def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSettings,
               warmup: bool = True, log=None) -> BenchReport:
-    """Time `methods` on every prompt (order rotated per prompt) and summarise."""
+    """Time `methods` on every prompt (order rotated per prompt) and summarise.
+
+    ``target`` may be a dict {label: target} (e.g. {"fp32": …, "bf16": …}): every method then runs on each
+    target as ``method@label``, all interleaved in one rotation, and ×hf_gen compares with the fastest
+    ``hf_generate@label`` (the baseline's best dtype); =hf compares with the baseline of the same label."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown bench method(s) {unknown}: choose from {', '.join(METHODS)}")
-    ids_list = [target.chat_ids(p["prompt"]) for p in prompts]
+    targets = target if isinstance(target, dict) else {"": target}
+    runs = [(f"{m}@{lab}" if lab else m, m, lab) for lab in targets for m in methods]   # (name, method, label)
+    first = next(iter(targets.values()))
+    ids_list = [first.chat_ids(p["prompt"]) for p in prompts]
     if warmup:                                       # first-call costs (allocator, lazy imports, kernels)
         short = BenchSettings(**{**asdict(settings), "max_new_tokens": min(8, settings.max_new_tokens)})
-        for m in methods:
-            METHODS[m](target, ids_list[0], short)
+        for _, m, lab in runs:
+            METHODS[m](targets[lab], ids_list[0], short)
+    base_of = lambda lab: f"{BASELINE}@{lab}" if lab else BASELINE                # noqa: E731
+    names = [n for n, _, _ in runs]
     rows = []
     for i, ids in enumerate(ids_list):
-        order = methods[i % len(methods):] + methods[: i % len(methods)]
-        res = {m: METHODS[m](target, ids, settings) for m in order}
-        for m in methods:
-            r = res[m]
-            n = len(r.output_ids)
-            rows.append(dict(prompt=i, method=m, tokens=n, seconds=r.seconds, tok_per_s=n / r.seconds,
+        order = runs[i % len(runs):] + runs[: i % len(runs)]
+        res = {n: METHODS[m](targets[lab], ids, settings) for n, m, lab in order}
+        for n, m, lab in runs:
+            r, b = res[n], base_of(lab)
+            k = len(r.output_ids)
+            rows.append(dict(prompt=i, method=n, tokens=k, seconds=r.seconds, tok_per_s=k / r.seconds,
                              tau=r.tau, time_split=r.time_split,
-                             same_as_baseline=(r.output_ids == res[BASELINE].output_ids) if BASELINE in res else None))
+                             same_as_baseline=(r.output_ids == res[b].output_ids) if b in res else None))
         if log:
             log(f"prompt {i + 1}/{len(ids_list)} ({prompts[i]['domain']}): " + "  ".join(
-                f"{m} {len(res[m].output_ids) / res[m].seconds:.1f}" for m in methods) + " tok/s")
+                f"{n} {len(res[n].output_ids) / res[n].seconds:.1f}" for n in names) + " tok/s")
+    speed = {n: statistics.median(r["tok_per_s"] for r in rows if r["method"] == n) for n in names}
+    bases = [base_of(lab) for lab in targets if base_of(lab) in names]
+    best_base = max(bases, key=speed.get) if bases else None
     summary = {}
-    for m in methods:
-        mine = [r for r in rows if r["method"] == m]
-        speeds = [r["tok_per_s"] for r in mine]
+    for n in names:
+        mine = [r for r in rows if r["method"] == n]
         ratios = None
-        if BASELINE in methods:
-            base = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == BASELINE}
+        if best_base is not None:
+            base = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == best_base}
             ratios = statistics.median(r["tok_per_s"] / base[r["prompt"]] for r in mine)
         taus = [r["tau"] for r in mine if r["tau"] is not None]
         splits = [r["time_split"] for r in mine if r["time_split"]]
-        summary[m] = dict(
-            tok_per_s=statistics.median(speeds), ratio_vs_hf_generate=ratios,
+        summary[n] = dict(
+            tok_per_s=speed[n], ratio_vs_hf_generate=ratios,
             tau=statistics.mean(taus) if taus else None,
             time_split={k: statistics.mean(s[k] for s in splits) for k in splits[0]} if splits else None,
             tokens=sum(r["tokens"] for r in mine), seconds=sum(r["seconds"] for r in mine),
             same_as_hf_generate=(sum(bool(r["same_as_baseline"]) for r in mine)
-                                 if BASELINE in methods and settings.temperature == 0 else None),
+                                 if best_base is not None and settings.temperature == 0 else None),
             n_prompts=len(mine))
-    return BenchReport(summary, machine_info(target), asdict(settings),
+    info = machine_info(first)
+    if len(targets) > 1:
+        info["dtype"] = "+".join(str(t.dtype).replace("torch.", "") for t in targets.values())
+        info["baseline"] = best_base
+    return BenchReport(summary, info, asdict(settings),
                        [{k: p[k] for k in ("file", "index", "domain")} for p in prompts], per_prompt=rows,
                        peak_rss_mb=peak_rss_mb())
+
+
+def best_per_method(rep: BenchReport) -> dict[str, str]:
+    """In a mixed-dtype report: each method's fastest run name (by median tok/s), e.g. {"plain": "plain@bf16"}."""
+    best: dict[str, str] = {}
+    for n, s in rep.methods.items():
+        m = n.split("@")[0]
+        if m not in best or s["tok_per_s"] > rep.methods[best[m]]["tok_per_s"]:
+            best[m] = n
+    return best
 
 
 def peak_rss_mb() -> float | None:
@@ -283,7 +308,8 @@ def peak_rss_mb() -> float | None:
 
 def format_table(rep: BenchReport) -> str:
     n = len(rep.prompts)
-    head = (f"{'method':<18}{'tok/s':>8}{'×hf_gen':>9}{'τ':>7}   {'draft':>6}{'verify':>7}{'sched':>6}"
+    w = max([18] + [len(m) + 2 for m in rep.methods])
+    head = (f"{'method':<{w}}{'tok/s':>8}{'×hf_gen':>9}{'τ':>7}   {'draft':>6}{'verify':>7}{'sched':>6}"
             f"{'other':>6}{'=hf':>6}")
     lines = [head, "-" * len(head)]
     for m, s in rep.methods.items():
@@ -293,9 +319,15 @@ def format_table(rep: BenchReport) -> str:
         ratio = f"{s['ratio_vs_hf_generate']:.3f}" if s["ratio_vs_hf_generate"] is not None else "—"
         tau = f"{s['tau']:.2f}" if s["tau"] is not None else "—"
         same = f"{s['same_as_hf_generate']}/{n}" if s["same_as_hf_generate"] is not None else "—"
-        lines.append(f"{m:<18}{s['tok_per_s']:8.2f}{ratio:>9}{tau:>7}   {split}{same:>6}")
+        lines.append(f"{m:<{w}}{s['tok_per_s']:8.2f}{ratio:>9}{tau:>7}   {split}{same:>6}")
     mi = rep.machine
     st = rep.settings
+    if mi.get("baseline"):                          # mixed dtypes: the baseline's best dtype, each method's best
+        best = best_per_method(rep)
+        lines += ["", f"×hf_gen against {mi['baseline']} (hf_generate's fastest dtype in this run); "
+                      f"=hf against hf_generate at the same dtype", "best dtype per method: " + ", ".join(
+                      f"{b} {rep.methods[b]['ratio_vs_hf_generate']:.3f}" for b in best.values()
+                      if rep.methods[b]["ratio_vs_hf_generate"] is not None)]
     lines += ["", f"median tok/s over {n} prompts; ×hf_gen = median per-prompt speed ratio; "
                   f"=hf: outputs identical to hf_generate (T = 0)",
               f"T = {st['temperature']}, max_new_tokens = {st['max_new_tokens']}, lookup γ = {st['gamma']}, "
@@ -329,6 +361,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="run the whole comparison at each temperature (overrides --temperature)")
     ap.add_argument("--dtypes", default=None, metavar="fp32,bf16",
                     help="run the whole comparison at each dtype (every method at the same dtype)")
+    ap.add_argument("--mixed-dtypes", default=None, metavar="fp32,bf16",
+                    help="load the target at each dtype and run every method on each as method@dtype, all "
+                         "interleaved in one run; ×hf_gen then compares with hf_generate's fastest dtype")
     ap.add_argument("--markdown", default=None, metavar="OUT.md",
                     help="write the tables, machine, versions and command as Markdown (docs/benchmarks.md)")
     ap.add_argument("--include-json", action="append", default=None, metavar="RUN.json",
@@ -356,10 +391,14 @@ def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = Non
     if not methods or unknown:
         raise ValueError(f"unknown bench method(s) {unknown or a.methods!r}: choose from {', '.join(METHODS)}")
     temps = _float_list(a.temperatures, "--temperatures") if a.temperatures else [a.temperature]
-    dtypes = [d.strip() for d in a.dtypes.split(",") if d.strip()] if a.dtypes else [a.dtype]
+    mixed = getattr(a, "mixed_dtypes", None)
+    spec = mixed or a.dtypes
+    dtypes = [d.strip() for d in spec.split(",") if d.strip()] if spec else [a.dtype]
     bad = [d for d in dtypes if d not in ("fp32", "bf16")]
-    if bad or not dtypes or not temps:
-        raise ValueError(f"--dtypes must list fp32 and/or bf16, got {a.dtypes!r}")
+    if bad or not dtypes or not temps or len(set(dtypes)) != len(dtypes):
+        raise ValueError(f"--dtypes / --mixed-dtypes must list fp32 and/or bf16 once each, got {spec!r}")
+    if mixed and a.dtypes:
+        raise ValueError("give --dtypes (one run per dtype) or --mixed-dtypes (one interleaved run), not both")
     for t in temps:
         check_settings(a.max_new_tokens, t)
     if a.gamma < 1 or a.hf_lookup_tokens < 1:
@@ -376,8 +415,10 @@ def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = Non
                                                       else sys.argv[1:]))
     log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
     reports = []
-    for dtype in dtypes:
-        target = load_target(a.target, device=a.device, dtype=dtype)
+    groups = [dtypes] if mixed else [[d] for d in dtypes]
+    for group in groups:
+        target = {d: load_target(a.target, device=a.device, dtype=d) for d in group} if mixed else \
+            load_target(a.target, device=a.device, dtype=group[0])
         for t in temps:
             settings = BenchSettings(a.max_new_tokens, t, a.seed, a.gamma, a.hf_lookup_tokens)
             rep = run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log)
@@ -439,15 +480,20 @@ def markdown_report(reports: list[BenchReport]) -> str:
              f"| new tokens | {r0.settings['max_new_tokens']} per prompt |",
              f"| matmuls | {mi.get('matmul', 'stock')} (see below) |",
              f"| attention | {mi.get('attention', 'sdpa')} (see below) |", "",
-             "Methods run interleaved in one process on the same prompts (order rotated per prompt). "
-             "tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
-             "at the same dtype and temperature; τ: committed tokens per verification round; the split is "
+             "Methods run interleaved in one process on the same prompts (order rotated per prompt); a "
+             "mixed-dtype run (`--mixed-dtypes fp32,bf16`) loads the target at both dtypes and interleaves every "
+             "method@dtype. tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
+             "at the same temperature and the same dtype (in a mixed run: `generate`'s fastest dtype); τ: committed tokens per verification round; the split is "
              "our loop's wall time in draft / verify (target forward + acceptance) / schedule / other; "
              "=hf: outputs identical to `generate`'s (greedy only).", "",
              "Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, CPU) go through dspark_viz's compiled "
              "few-row kernel (dspark_viz/kernels.py), installed on the one target every method shares — HF "
              "prompt lookup's verification forwards of 2–8 tokens take it too; one-token steps (HF `generate`, "
-             "plain decoding) and prefill keep torch's stock path. `lm-head-wxt` = only the LM head as W·xᵀ "
+             "plain decoding) keep torch's stock path, and so does fp32 prefill. In bf16 on a CPU without bf16 matrix "
+             "instructions (AVX512-BF16, AMX; this one has AVX2 only) torch's bf16 GEMM is ~7× slower than fp32, so "
+             "every product of more than 8 rows (prefill and HF prompt lookup's 11-token forwards, for every method, "
+             "`generate` included) runs through the kernel in blocks of ≤ 8 rows (up to 64 rows) or as an fp32 "
+             "product of the exactly widened bf16 operands (more rows), rounded back to bf16 (kernels.wide_bf16). `lm-head-wxt` = only the LM head as W·xᵀ "
              "(the fallback); `stock` = torch as shipped (`DSPARK_SKINNY=0`). The scheduler plans with the measured "
              "profile of the same setup (assets/profiles/cpu.json, cpu-bf16.json, …; engine.profile_for). In bf16 "
              "a multi-token forward rounds differently from a one-token one, so =hf counts fall there for every "

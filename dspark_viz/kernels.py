@@ -11,6 +11,13 @@ minute once; ``make model`` does it) and used only where it applies: fp32 or bf1
 no autograd. Anywhere else — one-token forwards, prefill, CUDA, training — the stock path runs.
 If it cannot be built (no compiler, no AVX2) decoding falls back to stock with one warning;
 ``DSPARK_SKINNY=0`` turns it off (the benchmark A/Bs it that way).
+
+bf16 products of more than 8 rows (prefill, HF prompt lookup's 11-token forwards) have a second problem on CPUs without
+AVX512-BF16 or AMX: torch has no fast bf16 GEMM there and runs them ~7× slower than fp32 (a 160-token
+prefill of the embedded target: 3.5 s against 0.5 s). ``wide_bf16`` routes them elsewhere: up to
+CHUNKED_MAX rows through the kernel in blocks of ≤ 8 rows, beyond that (or without the kernel) through an
+fp32 product of the exactly widened operands rounded back to bf16 — either way what a bf16 GEMM computes
+(bf16 inputs, fp32 sums, a bf16 result), up to summation order.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from typing import Any
 import torch
 
 MIN_ROWS, MAX_ROWS = 2, 8          # forwards with this many tokens take the kernel
+CHUNKED_MAX = 64                   # bf16 without native GEMM: up to this many rows in kernel blocks, then widened
 SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
 
 
@@ -90,6 +98,42 @@ def load(verbose: bool = False) -> Any | None:
 DTYPES = (torch.float32, torch.bfloat16)
 
 
+@functools.lru_cache(maxsize=1)
+def native_bf16_gemm() -> bool:
+    """Whether this CPU has bf16 matrix instructions (AVX512-BF16, AMX) that torch's bf16 GEMM uses."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return True                                     # unknown: trust torch
+    return any(f in flags.split() for f in ("avx512_bf16", "amx_bf16"))
+
+
+def wide_bf16(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether linear(x, weight) should run as a widened fp32 product: bf16 on a CPU without native bf16
+    GEMM, more than MAX_ROWS rows, no autograd."""
+    if x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16 or x.device.type != "cpu":
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return False
+    return x.numel() // max(x.shape[-1], 1) > MAX_ROWS and not native_bf16_gemm()
+
+
+def linear_widened(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                   ext=None) -> torch.Tensor:
+    """The bf16 product with fp32 sums, rounded once to bf16; x (..., I), weight (O, I) → (..., O).
+    Up to CHUNKED_MAX rows (HF prompt lookup's 11-token forwards, small batched verifications) and with the
+    kernel: the kernel on blocks of ≤ MAX_ROWS rows, reading the bf16 weights once per block; more rows
+    (prefill): one fp32 GEMM on the exactly widened operands."""
+    flat = x.reshape(-1, x.shape[-1])                                    # (M, I)
+    if ext is not None and flat.shape[0] <= CHUNKED_MAX:
+        y = torch.cat([ext.skinny_linear(flat[i:i + MAX_ROWS], weight) for i in range(0, flat.shape[0], MAX_ROWS)])
+        y = y.reshape(*x.shape[:-1], weight.shape[0])
+        return y if bias is None else y + bias
+    y = torch.nn.functional.linear(x.float(), weight.float(), None if bias is None else bias.float())
+    return y.to(torch.bfloat16)
+
+
 def applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether linear(x, weight) may take the kernel: fp32 or bf16 (alike) on CPU, 2…8 rows, no autograd."""
     if x.dtype != weight.dtype or x.dtype not in DTYPES or x.device.type != "cpu":
@@ -108,7 +152,8 @@ def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 
 
 def patch_linears(model: torch.nn.Module, ext) -> int:
-    """Route every nn.Linear of ``model`` through the kernel when it applies; returns how many."""
+    """Route every nn.Linear of ``model`` through the kernel when it applies (``ext`` None: only the wide bf16
+    path); returns how many."""
     n = 0
     for mod in model.modules():
         if isinstance(mod, torch.nn.Linear) and "forward" not in mod.__dict__:
@@ -133,8 +178,10 @@ def _patched(mod: torch.nn.Linear, ext):
     stock = torch.nn.functional.linear
 
     def forward(x: torch.Tensor) -> torch.Tensor:                        # x (..., I) → (..., O)
-        if applies(x, mod.weight):
+        if ext is not None and applies(x, mod.weight):
             return linear(ext, x, mod.weight, mod.bias)
+        if wide_bf16(x, mod.weight):
+            return linear_widened(x, mod.weight, mod.bias, ext)
         return stock(x, mod.weight, mod.bias)
 
     return forward

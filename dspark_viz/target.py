@@ -146,6 +146,7 @@ def _fast_matmuls(model, device: torch.device, dtype: torch.dtype) -> str:
         return "skinny-kernel"
     head = model.get_output_embeddings()
     if dtype != torch.float32:
+        kernels.patch_linears(model, None)              # bf16 without the kernel: the wide path still helps
         return "stock"
     if isinstance(head, torch.nn.Linear):
         _skinny_lm_head(head)

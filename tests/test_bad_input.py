@@ -127,6 +127,9 @@ def _cli(capsys, *argv):
     (["generate"], "the following arguments are required: prompt"),
     (["bench", "--methods", "hf_generate,warp"], "unknown bench method"),
     (["bench", "--prompts", "/no/such/file.jsonl"], "prompt file not found"),
+    (["bench", "--mixed-dtypes", "fp32,fp32"], "once each"),
+    (["bench", "--mixed-dtypes", "fp32,fp16"], "must list fp32 and/or bf16"),
+    (["bench", "--mixed-dtypes", "fp32,bf16", "--dtypes", "fp32"], "not both"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_cli_bad_input_exits_2(capsys, argv, msg):

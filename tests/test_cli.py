@@ -64,6 +64,24 @@ def test_bench_json(capsys, patched_target, tmp_path):
     assert "hf_generate" in out and "×hf_gen" in out
 
 
+def test_bench_mixed_targets_interleave_and_compare_with_the_fastest_baseline(real_target):
+    """A {label: target} bench runs every method on each as method@label; ×hf_gen is against the fastest
+    hf_generate@label, =hf against the same label's (the same fp32 target twice stands in for two dtypes)."""
+    prompts = [dict(prompt="Count from one to five.", file="x.jsonl", index=0, domain="chat")]
+    rep = bench.run_bench({"fp32": real_target, "copy": real_target}, prompts, ["hf_generate", "plain"],
+                          bench.BenchSettings(max_new_tokens=6), warmup=False)
+    assert set(rep.methods) == {"hf_generate@fp32", "plain@fp32", "hf_generate@copy", "plain@copy"}
+    base = rep.machine["baseline"]
+    assert base in ("hf_generate@fp32", "hf_generate@copy")
+    assert rep.methods[base]["tok_per_s"] == max(rep.methods[b]["tok_per_s"] for b in ("hf_generate@fp32",
+                                                                                      "hf_generate@copy"))
+    assert rep.methods[base]["ratio_vs_hf_generate"] == 1.0
+    assert all(m["same_as_hf_generate"] == 1 and m["n_prompts"] == 1 for m in rep.methods.values())
+    best = bench.best_per_method(rep)
+    assert set(best) == {"hf_generate", "plain"} and best["hf_generate"] == base
+    assert rep.machine["dtype"] == "float32+float32" and "best dtype per method" in bench.format_table(rep)
+
+
 def test_bench_registry_and_balanced_prompts(tmp_path):
     assert list(bench.METHODS)[:4] == ["hf_generate", "hf_prompt_lookup", "plain", "lookup"]
     f = tmp_path / "gsm8k_x.jsonl"

@@ -100,6 +100,45 @@ def test_patched_linear_keeps_stock_path_where_kernel_does_not_apply(ext):
     assert not kernels.applies(torch.randn(3, 64, dtype=torch.bfloat16), lin.weight.detach())
 
 
+@pytest.mark.parametrize("ext_or_none", ["kernel", None])
+def test_wide_bf16_products_widen_exactly(monkeypatch, request, ext_or_none):
+    """bf16, > 8 rows, on a CPU without native bf16 GEMM: bf16 operands, fp32 sums, one rounding to bf16 —
+    what a bf16 GEMM computes, up to summation order. With the kernel, up to CHUNKED_MAX rows run as kernel
+    blocks of ≤ 8 rows; beyond (or without the kernel) as one fp32 GEMM of the widened operands. One row,
+    2–8 rows, fp32 and autograd keep their own paths."""
+    monkeypatch.setattr(kernels, "native_bf16_gemm", lambda: False)
+    ext = request.getfixturevalue("ext") if ext_or_none == "kernel" else None
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(64, 32, bias=False).bfloat16()
+    ref = torch.nn.Linear(64, 32, bias=False).bfloat16()
+    ref.load_state_dict(lin.state_dict())
+    assert kernels.patch_linears(lin, ext) == 1
+    widened = lambda x: torch.nn.functional.linear(x.float(), lin.weight.float()).bfloat16()  # noqa: E731
+    with torch.inference_mode():
+        for rows in (kernels.MAX_ROWS + 1, 20, kernels.CHUNKED_MAX, kernels.CHUNKED_MAX + 1, 70):
+            x = torch.randn(1, rows, 64).bfloat16()
+            assert kernels.wide_bf16(x, lin.weight)
+            y = lin(x)
+            assert y.shape == (1, rows, 32) and y.dtype == torch.bfloat16
+            if ext is None or rows > kernels.CHUNKED_MAX:
+                assert torch.equal(y, widened(x))
+            exact = x.double() @ lin.weight.double().t()
+            step = exact.abs().clamp_min(1e-30) * 2.0 ** -7             # at most one bf16 step from exact
+            assert bool(((y.double() - exact.bfloat16().double()).abs() <= step + 1e-6).all())
+            torch.testing.assert_close(y.float(), ref(x).float(), rtol=1.6e-2, atol=1e-2)
+        one = torch.randn(1, 1, 64).bfloat16()                   # one token: stock, bit-identical
+        assert not kernels.wide_bf16(one, lin.weight) and torch.equal(lin(one), ref(one))
+        few = torch.randn(1, 4, 64).bfloat16()                   # 2–8 rows: the kernel's (or stock without it)
+        assert not kernels.wide_bf16(few, lin.weight)
+        if ext is None:
+            assert torch.equal(lin(few), ref(few))
+    assert not kernels.wide_bf16(torch.randn(12, 64), torch.randn(32, 64))            # fp32: stock
+    x = torch.randn(12, 64).bfloat16().requires_grad_(True)
+    assert not kernels.wide_bf16(x, lin.weight)                                       # autograd: stock
+    monkeypatch.setattr(kernels, "native_bf16_gemm", lambda: True)
+    assert not kernels.wide_bf16(torch.randn(12, 64).bfloat16(), lin.weight)         # AVX512-BF16 / AMX
+
+
 def test_switch_off(monkeypatch):
     monkeypatch.setenv("DSPARK_SKINNY", "0")
     assert not kernels.enabled()

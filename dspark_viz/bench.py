@@ -203,6 +203,9 @@ def machine_info(target=None) -> dict:
     if target is not None:
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
                     matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"))
+        if str(target.device) == "cpu":                 # kernels.wide_bf16 in force (recorded from session 6 on)
+            from .kernels import native_bf16_gemm
+            info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info
@@ -505,8 +508,10 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "and every run recorded before it existed). One-token steps keep transformers' own path.", ""]
     for rep in reports:
         st = rep.settings
+        bf16_note = ("" if "bfloat16" not in str(rep.machine.get("dtype", "")) or "bf16_gemm" in rep.machine
+                     else "; bf16 prefill on torch's stock GEMM")
         lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g} "
-                  f"(attention {rep.machine.get('attention', 'sdpa')})", ""]
+                  f"(attention {rep.machine.get('attention', 'sdpa')}{bf16_note})", ""]
         if rep.command != r0.command:
             lines += [f"From a separate run: `{rep.command}`", ""]
         lines += ["```", format_table(rep), "```", ""]

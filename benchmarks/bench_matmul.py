@@ -1,10 +1,12 @@
 """A/B of a verification-path optimisation on the embedded target: one forward of n = 1…8 new tokens after a
 256-token cache, the stock path vs the optimised one, interleaved in one process.
 
-    python benchmarks/bench_matmul.py [--what matmul|attention] [--threads 1] [--repeats 9] [--json OUT.json]
+    python benchmarks/bench_matmul.py [--what matmul|attention|layers] [--dtype fp32|bf16] [--threads 1]
+                                      [--repeats 9] [--json OUT.json]
 
 ``--what matmul`` (default): stock torch matmuls vs the few-row kernel (dspark_viz/kernels.py);
-``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/attention.py).
+``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/attention.py);
+``--what layers``: transformers' decoder-layer forward vs the lean one (dspark_viz/lean.py).
 
 Prints the median ms per forward for each path, their ratio, the cost of n tokens relative to one token
 (what the scheduler's SPS profile sees), and the largest logit difference between the two paths.
@@ -24,14 +26,14 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from dspark_viz import attention, kernels  # noqa: E402
+from dspark_viz import attention, kernels, lean  # noqa: E402
 from dspark_viz.target import load_target  # noqa: E402
 
 
 def forward_ms(target, ctx: list[int], n: int, stock: bool, what: str = "matmul") -> tuple[float, torch.Tensor]:
     cache, _ = target.prefill(ctx)
     x = torch.tensor([[ctx[-1]] * n])                                    # (1, n)
-    off = kernels.stock_linears if what == "matmul" else attention.stock_attention
+    off = {"matmul": kernels.stock_linears, "attention": attention.stock_attention, "layers": lean.stock_layers}[what]
     with off(target.model) if stock else contextlib.nullcontext():
         t0 = time.perf_counter()
         out = target.forward(x, cache)
@@ -45,14 +47,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--what", choices=["matmul", "attention"], default="matmul")
+    ap.add_argument("--what", choices=["matmul", "attention", "layers"], default="matmul")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    target = load_target(device="cpu", dtype="fp32")
+    target = load_target(device="cpu", dtype=a.dtype)
     if a.what == "matmul" and target.matmul_path != "skinny-kernel":
         raise SystemExit(f"the kernel is not in use here ({target.matmul_path}); nothing to compare")
     if a.what == "attention" and target.attention_path != "packed-gqa":
         raise SystemExit(f"packed attention is not in use here ({target.attention_path}); nothing to compare")
+    if a.what == "layers" and target.layer_path != "lean":
+        raise SystemExit(f"lean layers are not in use here ({target.layer_path}); nothing to compare")
     g = torch.Generator().manual_seed(0)
     ctx = torch.randint(100, 40000, (a.context,), generator=g).tolist()
     rows = []
@@ -69,16 +74,17 @@ def main() -> None:
             diff = max(diff, float((ref - kern).abs().max()))
         rows.append(dict(n=n, stock_ms=statistics.median(s_ms), fast_ms=statistics.median(k_ms), max_abs_logit_diff=diff))
     one_s, one_f = rows[0]["stock_ms"], rows[0]["fast_ms"]
-    new = "kernel" if a.what == "matmul" else "packed"
-    print(f"embedded target, fp32, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}, "
-          f"A/B: {a.what} (matmuls: {target.matmul_path}, attention: {target.attention_path})")
+    new = {"matmul": "kernel", "attention": "packed", "layers": "lean"}[a.what]
+    print(f"embedded target, {a.dtype}, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}, "
+          f"A/B: {a.what} (matmuls: {target.matmul_path}, attention: {target.attention_path}, "
+          f"layers: {target.layer_path})")
     print(f"{'n':>2} {'stock ms':>9} {new + ' ms':>10} {new + '/stock':>13} {'stock n/1':>10} {new + ' n/1':>11} {'max|Δlogit|':>12}")
     for r in rows:
         print(f"{r['n']:>2} {r['stock_ms']:9.1f} {r['fast_ms']:10.1f} {r['fast_ms'] / r['stock_ms']:13.2f} "
               f"{r['stock_ms'] / one_s:10.2f} {r['fast_ms'] / one_f:11.2f} {r['max_abs_logit_diff']:12.1e}")
     print(f"(n = 1 takes the stock path in both columns: the {new} path serves 2–8-token forwards only)")
     if a.json:
-        Path(a.json).write_text(json.dumps(dict(what=a.what, threads=a.threads, context=a.context, repeats=a.repeats,
+        Path(a.json).write_text(json.dumps(dict(what=a.what, dtype=a.dtype, threads=a.threads, context=a.context, repeats=a.repeats,
                                                 rows=rows),
                                            indent=1), encoding="utf-8")
 

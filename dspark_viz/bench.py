@@ -202,7 +202,8 @@ def machine_info(target=None) -> dict:
                 platform=platform.platform())
     if target is not None:
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
-                    matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"))
+                    matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"),
+                    layers=getattr(target, "layer_path", "stock"))
         if str(target.device) == "cpu":                 # kernels.wide_bf16 in force (recorded from session 6 on)
             from .kernels import native_bf16_gemm
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
@@ -338,7 +339,7 @@ def format_table(rep: BenchReport) -> str:
               f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
               f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
               f"{mi.get('device', '')} {mi.get('dtype', '')} · matmuls {mi.get('matmul', 'stock')} · "
-              f"attention {mi.get('attention', 'sdpa')}"]
+              f"attention {mi.get('attention', 'sdpa')} · layers {mi.get('layers', 'stock')}"]
     if rep.peak_rss_mb is not None:
         lines.append(f"peak resident memory of the process (target + every loaded drafter): {rep.peak_rss_mb:.0f} MB")
     return "\n".join(lines)
@@ -482,7 +483,8 @@ def markdown_report(reports: list[BenchReport]) -> str:
              f"| prompts | {len(r0.prompts)} from ../shared/bench ({', '.join(sorted({p['file'] for p in r0.prompts}))}) |",
              f"| new tokens | {r0.settings['max_new_tokens']} per prompt |",
              f"| matmuls | {mi.get('matmul', 'stock')} (see below) |",
-             f"| attention | {mi.get('attention', 'sdpa')} (see below) |", "",
+             f"| attention | {mi.get('attention', 'sdpa')} (see below) |",
+             f"| decoder layers | {mi.get('layers', 'stock')} (see below) |", "",
              "Methods run interleaved in one process on the same prompts (order rotated per prompt); a "
              "mixed-dtype run (`--mixed-dtypes fp32,bf16`) loads the target at both dtypes and interleaves every "
              "method@dtype. tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
@@ -505,13 +507,18 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "Attention: `packed-gqa` = forwards of 2–8 tokens on CPU attend with the query heads that share a "
              "key/value head folded into the query axis (dspark_viz/attention.py) instead of transformers' "
              "repeat_kv copy of the cache in every layer; `sdpa` = transformers as shipped (`DSPARK_PACKED_GQA=0`, "
-             "and every run recorded before it existed). One-token steps keep transformers' own path.", ""]
+             "and every run recorded before it existed). One-token steps keep transformers' own path.", "",
+             "Decoder layers: `lean` = in the same 2–8-token forwards each Llama decoder layer runs as straight-line "
+             "code (dspark_viz/lean.py: the same operations in the same order, bit-identical logits, without eight "
+             "module calls per layer); `stock` = transformers' layer forward (`DSPARK_LEAN_LAYERS=0`, and every run "
+             "recorded before session 6's lean layers).", ""]
     for rep in reports:
         st = rep.settings
         bf16_note = ("" if "bfloat16" not in str(rep.machine.get("dtype", "")) or "bf16_gemm" in rep.machine
                      else "; bf16 prefill on torch's stock GEMM")
         lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g} "
-                  f"(attention {rep.machine.get('attention', 'sdpa')}{bf16_note})", ""]
+                  f"(attention {rep.machine.get('attention', 'sdpa')}, layers {rep.machine.get('layers', 'stock')}"
+                  f"{bf16_note})", ""]
         if rep.command != r0.command:
             lines += [f"From a separate run: `{rep.command}`", ""]
         lines += ["```", format_table(rep), "```", ""]

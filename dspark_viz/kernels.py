@@ -110,8 +110,8 @@ def native_bf16_gemm() -> bool:
 
 
 def wide_bf16(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether linear(x, weight) should run as a widened fp32 product: bf16 on a CPU without native bf16
-    GEMM, more than MAX_ROWS rows, no autograd."""
+    """Whether linear(x, weight) should take linear_widened (kernel blocks or a widened fp32 product): bf16 on
+    a CPU without native bf16 GEMM, more than MAX_ROWS rows, no autograd."""
     if x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16 or x.device.type != "cpu":
         return False
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
@@ -125,11 +125,8 @@ def linear_widened(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     Up to CHUNKED_MAX rows (HF prompt lookup's 11-token forwards, small batched verifications) and with the
     kernel: the kernel on blocks of ≤ MAX_ROWS rows, reading the bf16 weights once per block; more rows
     (prefill): one fp32 GEMM on the exactly widened operands."""
-    flat = x.reshape(-1, x.shape[-1])                                    # (M, I)
-    if ext is not None and flat.shape[0] <= CHUNKED_MAX:
-        y = torch.cat([ext.skinny_linear(flat[i:i + MAX_ROWS], weight) for i in range(0, flat.shape[0], MAX_ROWS)])
-        y = y.reshape(*x.shape[:-1], weight.shape[0])
-        return y if bias is None else y + bias
+    if ext is not None and x.numel() // max(x.shape[-1], 1) <= CHUNKED_MAX:
+        return linear(ext, x, weight, bias)
     y = torch.nn.functional.linear(x.float(), weight.float(), None if bias is None else bias.float())
     return y.to(torch.bfloat16)
 
@@ -145,9 +142,12 @@ def applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear(x, weight, bias) through the kernel; x (..., I), weight (O, I) → (..., O)."""
+    """F.linear(x, weight, bias) through the kernel; x (..., I), weight (O, I) → (..., O). More than
+    MAX_ROWS rows run as blocks of ≤ MAX_ROWS, each reading the weights once."""
     flat = x.reshape(-1, x.shape[-1])                                    # (M, I)
-    y = ext.skinny_linear(flat, weight).reshape(*x.shape[:-1], weight.shape[0])
+    y = ext.skinny_linear(flat, weight) if flat.shape[0] <= MAX_ROWS else torch.cat(
+        [ext.skinny_linear(flat[i:i + MAX_ROWS], weight) for i in range(0, flat.shape[0], MAX_ROWS)])
+    y = y.reshape(*x.shape[:-1], weight.shape[0])
     return y if bias is None else y + bias
 
 

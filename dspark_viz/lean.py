@@ -4,8 +4,8 @@ Legend: b batch, q new tokens, d hidden size, H / Hk query / key-value heads, D 
 
 A 135M-parameter target spends a third of a 2–8-token forward outside its matmuls: per layer, eight module
 calls through ``nn.Module.__call__``, two deprecation-keyword wrappers and the attention dispatch. This
-forward does the same operations in the same order — RMSNorm as transformers computes it, q/k/v through the
-few-row kernel (kernels.py), rotary embedding with the same ``rotate_half``, the cache's own ``update``, the
+forward does the same operations in the same order — the layer's own RMSNorm forward, q/k/v through the
+few-row kernel (kernels.py), rotary embedding with transformers' ``rotate_half``, the cache's own ``update``, the
 packed grouped-query attention (attention.py), o-projection, residual, RMSNorm, SiLU-gated MLP, residual —
 as straight-line code, so logits and features are bit-identical to the stock path (tests/test_lean.py
 checks ``torch.equal``). It is installed per layer and steps aside (calls the stock forward) for anything
@@ -28,29 +28,20 @@ def enabled() -> bool:
     return os.environ.get("DSPARK_LEAN_LAYERS", "1") != "0"
 
 
-def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """transformers' Llama RMSNorm, op for op: fp32 statistics, cast back, then the weight."""
-    dtype = x.dtype
-    x = x.to(torch.float32)
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x.to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def _norm(norm, x: torch.Tensor) -> torch.Tensor:
+    """The layer's own RMSNorm forward, without nn.Module.__call__."""
+    return norm.forward(x)
 
 
 def _fits(layer) -> bool:
-    """A Llama-style layer with bias-free projections and the packed attention installed."""
+    """A Llama-style layer with bias-free projections (install also requires the packed attention)."""
     if type(layer).__name__ not in LAYER_CLASSES:
         return False
     at, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     lins = [getattr(at, n, None) for n in ("q_proj", "k_proj", "v_proj", "o_proj")] + \
            [getattr(mlp, n, None) for n in ("gate_proj", "up_proj", "down_proj")]
     return (all(isinstance(m, torch.nn.Linear) and m.bias is None for m in lins)
-            and hasattr(layer.input_layernorm, "variance_epsilon")
-            and hasattr(layer.post_attention_layernorm, "variance_epsilon"))
+            and hasattr(layer, "input_layernorm") and hasattr(layer, "post_attention_layernorm"))
 
 
 def _lean_forward(layer, ext):
@@ -60,29 +51,32 @@ def _lean_forward(layer, ext):
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     D, idx, scaling, act = at.head_dim, at.layer_idx, at.scaling, mlp.act_fn
     from transformers import DynamicCache
+    from transformers.models.llama.modeling_llama import rotate_half    # Mistral's is the same function
+
+    def lin(x: torch.Tensor, m: torch.nn.Linear) -> torch.Tensor:
+        return kernels.linear(ext, x, m.weight)
 
     def forward(hidden_states, attention_mask=None, position_ids=None, cache=None, use_cache=False,
                 position_embeddings=None, **kwargs):
         b, q, _ = hidden_states.shape
         Wq = at.q_proj.weight
-        if (q < 2 or not 2 <= b * q <= kernels.MAX_ROWS or position_embeddings is None
-                or not isinstance(cache, DynamicCache) or layer.training or not kernels.applies(hidden_states, Wq)
+        if (q < 2 or not kernels.applies(hidden_states, Wq) or position_embeddings is None     # 2–8 rows
+                or not isinstance(cache, DynamicCache) or layer.training
                 or "forward" not in at.q_proj.__dict__):          # patch_linears undone (stock_linears)
             return stock(hidden_states, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                          use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
-        lin = lambda x, m: kernels.linear(ext, x, m.weight)                       # noqa: E731
         x = hidden_states                                                          # (b, q, d)
-        h = _rms(x, n1.weight, n1.variance_epsilon)
+        h = _norm(n1, x)
         qs = lin(h, at.q_proj).view(b, q, -1, D).transpose(1, 2)                   # (b, H, q, D)
         ks = lin(h, at.k_proj).view(b, q, -1, D).transpose(1, 2)                   # (b, Hk, q, D)
         vs = lin(h, at.v_proj).view(b, q, -1, D).transpose(1, 2)
         cos, sin = (t.unsqueeze(1) for t in position_embeddings)                  # (b, 1, q, D)
-        qs = (qs * cos) + (_rotate_half(qs) * sin)
-        ks = (ks * cos) + (_rotate_half(ks) * sin)
+        qs = (qs * cos) + (rotate_half(qs) * sin)
+        ks = (ks * cos) + (rotate_half(ks) * sin)
         ks, vs = cache.update(ks, vs, idx)                                         # (b, Hk, S, D)
         o, _ = attention.packed_gqa_sdpa(at, qs, ks, vs, attention_mask, scaling=scaling)   # (b, q, H, D)
         x = x + lin(o.reshape(b, q, -1).contiguous(), at.o_proj)
-        h = _rms(x, n2.weight, n2.variance_epsilon)
+        h = _norm(n2, x)
         return x + lin(act(lin(h, mlp.gate_proj)) * lin(h, mlp.up_proj), mlp.down_proj)
 
     return forward

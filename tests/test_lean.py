@@ -34,13 +34,13 @@ def test_lean_path_runs_and_steps_aside(real_target, monkeypatch):
     if t.layer_path != "lean":
         pytest.skip(f"target layers: {t.layer_path}")
     calls = {"n": 0}
-    rms = lean._rms
+    norm = lean._norm
 
     def counting(*a):
         calls["n"] += 1
-        return rms(*a)
+        return norm(*a)
 
-    monkeypatch.setattr(lean, "_rms", counting)
+    monkeypatch.setattr(lean, "_norm", counting)
     cache, _ = t.prefill(t.chat_ids("Hi."))           # prefill: stock
     assert calls["n"] == 0
     t.forward(torch.tensor([[11]]), cache)            # 1 row: stock

@@ -244,20 +244,19 @@ def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256
     cache = target.new_cache()
     with torch.inference_mode():
         target.forward(torch.tensor([ids[:ctx_len]], dtype=torch.long), cache)   # prefill (1, ctx_len)
-        med = []
-        for b in batches:
-            block = torch.tensor([ids[ctx_len: ctx_len + b]], dtype=torch.long)    # (1, B)
-            times = []
-            for i in range(warmup + repeats):
+        times: dict[int, list[float]] = {b: [] for b in batches}
+        for i in range(warmup + repeats):           # round-robin over B: a slow spell of a shared machine
+            for b in batches:                       # lands on every B alike instead of bending the curve
+                block = torch.tensor([ids[ctx_len: ctx_len + b]], dtype=torch.long)    # (1, B)
                 _sync(device)
                 t0 = time.perf_counter()
                 target.forward(block, cache)
                 _sync(device)
                 if i >= warmup:
-                    times.append(time.perf_counter() - t0)
+                    times[b].append(time.perf_counter() - t0)
                 res = target.crop(cache, ctx_len)
                 cache = res if res is not None else cache
-            med.append(statistics.median(times))
+        med = [statistics.median(times[b]) for b in batches]
     step = monotone_steps(batches, med) if monotone else np.asarray(med)  # (P,) seconds
     return SPSProfile(f"measured-{getattr(target, 'name', 'target')}", batches, (1.0 / step).tolist(),
                       device=str(device), meta=dict(ctx_len=ctx_len, repeats=repeats, warmup=warmup,

@@ -132,7 +132,7 @@ def test_measure_profile_on_fake_target(crop_returns):
     assert all(s > 0 for s in p.sps) and p.meta["ctx_len"] == 20 and p.device == "cpu"
     assert t.calls[0] == (0, 20)                                           # prefill
     assert all(start == 20 for start, _ in t.calls[1:])                   # every block over ctx_len
-    assert [n for _, n in t.calls[1:]] == [b for b in p.batch for _ in range(4)]   # warmup + repeats
+    assert [n for _, n in t.calls[1:]] == [b for _ in range(4) for b in p.batch]   # warmup + repeats, round-robin
     assert np.all(np.diff(p.step_time(np.array(p.batch))[1:]) >= 0)           # monotone from B = 2 by default
     assert len(p.meta["raw_sps"]) == len(p.batch)
     p2 = measure_profile(FakeTarget(), batches=[3, 1], repeats=1, ctx_len=4, monotone=False)

@@ -6,7 +6,8 @@
 
 ``--what matmul`` (default): stock torch matmuls vs the few-row kernel (dspark_viz/kernels.py);
 ``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/attention.py);
-``--what layers``: transformers' decoder-layer forward vs the lean one (dspark_viz/lean.py).
+``--what layers``: transformers' decoder-layer forward vs the lean one (dspark_viz/lean.py);
+``--what kernel``: the kernel's row layout vs its register tiles (bf16; fp32 runs rows in both columns).
 
 Prints the median ms per forward for each path, their ratio, the cost of n tokens relative to one token
 (what the scheduler's SPS profile sees), and the largest logit difference between the two paths.
@@ -33,7 +34,8 @@ from dspark_viz.target import load_target  # noqa: E402
 def forward_ms(target, ctx: list[int], n: int, stock: bool, what: str = "matmul") -> tuple[float, torch.Tensor]:
     cache, _ = target.prefill(ctx)
     x = torch.tensor([[ctx[-1]] * n])                                    # (1, n)
-    off = {"matmul": kernels.stock_linears, "attention": attention.stock_attention, "layers": lean.stock_layers}[what]
+    off = {"matmul": kernels.stock_linears, "attention": attention.stock_attention, "layers": lean.stock_layers,
+           "kernel": lambda model: kernels.row_layout(kernels.load())}[what]
     with off(target.model) if stock else contextlib.nullcontext():
         t0 = time.perf_counter()
         out = target.forward(x, cache)
@@ -47,12 +49,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--what", choices=["matmul", "attention", "layers"], default="matmul")
+    ap.add_argument("--what", choices=["matmul", "attention", "layers", "kernel"], default="matmul")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     target = load_target(device="cpu", dtype=a.dtype)
-    if a.what == "matmul" and target.matmul_path != "skinny-kernel":
+    if a.what in ("matmul", "kernel") and target.matmul_path != "skinny-kernel":
         raise SystemExit(f"the kernel is not in use here ({target.matmul_path}); nothing to compare")
     if a.what == "attention" and target.attention_path != "packed-gqa":
         raise SystemExit(f"packed attention is not in use here ({target.attention_path}); nothing to compare")
@@ -74,15 +76,18 @@ def main() -> None:
             diff = max(diff, float((ref - kern).abs().max()))
         rows.append(dict(n=n, stock_ms=statistics.median(s_ms), fast_ms=statistics.median(k_ms), max_abs_logit_diff=diff))
     one_s, one_f = rows[0]["stock_ms"], rows[0]["fast_ms"]
-    new = {"matmul": "kernel", "attention": "packed", "layers": "lean"}[a.what]
+    new = {"matmul": "kernel", "attention": "packed", "layers": "lean", "kernel": "tiles"}[a.what]
     print(f"embedded target, {a.dtype}, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}, "
           f"A/B: {a.what} (matmuls: {target.matmul_path}, attention: {target.attention_path}, "
           f"layers: {target.layer_path})")
-    print(f"{'n':>2} {'stock ms':>9} {new + ' ms':>10} {new + '/stock':>13} {'stock n/1':>10} {new + ' n/1':>11} {'max|Δlogit|':>12}")
+    old = "rows" if a.what == "kernel" else "stock"
+    print(f"{'n':>2} {old + ' ms':>9} {new + ' ms':>10} {new + '/' + old:>13} {old + ' n/1':>10} {new + ' n/1':>11} {'max|Δlogit|':>12}")
     for r in rows:
         print(f"{r['n']:>2} {r['stock_ms']:9.1f} {r['fast_ms']:10.1f} {r['fast_ms'] / r['stock_ms']:13.2f} "
               f"{r['stock_ms'] / one_s:10.2f} {r['fast_ms'] / one_f:11.2f} {r['max_abs_logit_diff']:12.1e}")
     print(f"(n = 1 takes the stock path in both columns: the {new} path serves 2–8-token forwards only)")
+    if a.what == "kernel" and a.dtype == "fp32":
+        print("(fp32 runs the row layout in both columns: the tiles are for bf16)")
     if a.json:
         Path(a.json).write_text(json.dumps(dict(what=a.what, dtype=a.dtype, threads=a.threads, context=a.context, repeats=a.repeats,
                                                 rows=rows),

@@ -207,6 +207,9 @@ def machine_info(target=None) -> dict:
         if str(target.device) == "cpu":                 # kernels.wide_bf16 in force (recorded from session 6 on)
             from .kernels import native_bf16_gemm
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
+            if info["matmul"] == "skinny-kernel":       # which kernel layout (recorded from session 7 on)
+                from .kernels import LAYOUT
+                info["kernel"] = LAYOUT
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info
@@ -492,7 +495,10 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "our loop's wall time in draft / verify (target forward + acceptance) / schedule / other; "
              "=hf: outputs identical to `generate`'s (greedy only).", "",
              "Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, CPU) go through dspark_viz's compiled "
-             "few-row kernel (dspark_viz/kernels.py), installed on the one target every method shares — HF "
+             "few-row kernel (dspark_viz/kernels.py), installed on the one target every method shares (`kernel rows`: "
+             "each weight row is read once and applied to every token; `kernel tiles`, bf16 from session 7 on: "
+             "register tiles of 2–4 weight rows × up to 4 tokens with software prefetch, 0.72–0.90 of the row layout's "
+             "matmul time for 2–8 tokens, `benchmarks/bench_matmul.py --what kernel`) — HF "
              "prompt lookup's verification forwards of 2–8 tokens take it too; one-token steps (HF `generate`, "
              "plain decoding) keep torch's stock path, and so does fp32 prefill. In bf16 on a CPU without bf16 matrix "
              "instructions (AVX512-BF16, AMX; this one has AVX2 only) torch's bf16 GEMM is ~7× slower than fp32, so "
@@ -518,7 +524,7 @@ def markdown_report(reports: list[BenchReport]) -> str:
                      else "; bf16 prefill on torch's stock GEMM")
         lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g} "
                   f"(attention {rep.machine.get('attention', 'sdpa')}, layers {rep.machine.get('layers', 'stock')}"
-                  f"{bf16_note})", ""]
+                  f"{kernel_note(rep.machine)}{bf16_note})", ""]
         if rep.command != r0.command:
             lines += [f"From a separate run: `{rep.command}`", ""]
         lines += ["```", format_table(rep), "```", ""]
@@ -530,6 +536,13 @@ def markdown_report(reports: list[BenchReport]) -> str:
                   (f"; after all runs (several dtypes loaded in turn): {max(mems):.0f} MB." if len(mems) > 1 else "."),
                   ""]
     return "\n".join(lines)
+
+
+def kernel_note(machine: dict) -> str:
+    """', kernel tiles' etc. for a run on the few-row kernel; runs recorded before session 7 ran the row layout."""
+    if machine.get("matmul") != "skinny-kernel":
+        return ""
+    return f", kernel {machine.get('kernel', 'rows')}"
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m dspark_viz.bench") -> int:

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 MIN_ROWS, MAX_ROWS = 2, 8          # forwards with this many tokens take the kernel
+LAYOUT = "tiles"                   # bf16: register tiles of weight rows × ≤ 4 rows of x (fp32: one row at a time)
 CHUNKED_MAX = 64                   # bf16 without native GEMM: up to this many rows in kernel blocks, then widened
 SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
 
@@ -149,6 +150,17 @@ def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         [ext.skinny_linear(flat[i:i + MAX_ROWS], weight) for i in range(0, flat.shape[0], MAX_ROWS)])
     y = y.reshape(*x.shape[:-1], weight.shape[0])
     return y if bias is None else y + bias
+
+
+@contextlib.contextmanager
+def row_layout(ext):
+    """Inside the block the kernel runs its row layout for bf16 too (A/B against the tiles; fp32 always rows)."""
+    tiles = ext.skinny_linear
+    ext.skinny_linear = ext.skinny_linear_rows
+    try:
+        yield ext
+    finally:
+        ext.skinny_linear = tiles
 
 
 def patch_linears(model: torch.nn.Module, ext) -> int:

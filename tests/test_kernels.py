@@ -179,3 +179,28 @@ def test_shipped_drafter_block_logits_agree_with_stock(real_target):
         fast = vocab_logits(m, h)                                             # (γ, V_d)
         stock = h @ m.W_vd.T
     torch.testing.assert_close(fast, stock, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows", range(1, 9))
+def test_bf16_tiles_and_row_layout_agree(ext, rows):
+    """bf16 runs register tiles; the row layout (kept for A/B, kernels.row_layout) computes the same bf16
+    product in another summation order: both within one bf16 step of the exact product rounded once. A row's
+    tile result does not depend on the rows beside it (one accumulator per output over I, whatever M is)."""
+    g = torch.Generator().manual_seed(100 + rows)
+    x = torch.randn(rows, 576, generator=g).bfloat16()
+    w = torch.randn(203, 576, generator=g).bfloat16()                     # 203: tiles plus single-row remainders
+    tiles = ext.skinny_linear(x, w)
+    with kernels.row_layout(ext):
+        assert ext.skinny_linear is ext.skinny_linear_rows
+        by_rows = ext.skinny_linear(x, w)
+    assert ext.skinny_linear is not ext.skinny_linear_rows                # restored
+    exact = x.double() @ w.double().t()
+    step = exact.abs().clamp_min(1e-30) * 2.0 ** -7
+    for y in (tiles, by_rows):
+        assert bool(((y.double() - exact.bfloat16().double()).abs() <= step + 1e-6).all())
+    for m in range(rows):                                                 # row independence of the tiles
+        assert torch.equal(tiles[m], ext.skinny_linear(x[m:m + 1], w)[0])
+    xf, wf = x.float(), w.float()                                         # fp32 takes the row layout either way
+    with kernels.row_layout(ext):
+        ref = ext.skinny_linear(xf, wf)
+    assert torch.equal(ext.skinny_linear(xf, wf), ref)

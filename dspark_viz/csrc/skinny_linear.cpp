@@ -98,19 +98,20 @@ void many(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, in
   }
 }
 
-// fp32 weights: twice the bytes, so streaming them is the bound. One weight row at a time, read as one long
-// sequential stream, applied to every row of x (U accumulator sets hide the FMA latency when M is small).
-template <int M, int U>
-void stream_rows(const float* x, const float* W, float* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+// The row layout: one weight row at a time, read as one long sequential stream, applied to every row of x
+// (U accumulator sets hide the FMA latency when M is small). fp32 weights (twice the bytes: streaming them
+// is the bound) always take it; bf16 takes it only through skinny_linear_rows (A/B against the tiles).
+template <int M, int U, typename T>
+void stream_rows(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
   const int64_t step = 8 * U, Iu = I - I % step;
   for (int64_t o = o0; o < o1; ++o) {
-    const float* w = W + o * I;
+    const T* w = W + o * I;
     __m256 acc[U][M];
     for (int u = 0; u < U; ++u)
       for (int m = 0; m < M; ++m) acc[u][m] = _mm256_setzero_ps();
     for (int64_t i = 0; i < Iu; i += step) {
       for (int u = 0; u < U; ++u) {
-        const __m256 wv = _mm256_loadu_ps(w + i + 8 * u);
+        const __m256 wv = load8(w + i + 8 * u);
         for (int m = 0; m < M; ++m)
           acc[u][m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + m * I + i + 8 * u), acc[u][m]);
       }
@@ -119,13 +120,14 @@ void stream_rows(const float* x, const float* W, float* y, int64_t I, int64_t O,
       __m256 t = acc[0][m];
       for (int u = 1; u < U; ++u) t = _mm256_add_ps(t, acc[u][m]);
       float s = hsum(t);
-      for (int64_t i = Iu; i < I; ++i) s += w[i] * x[m * I + i];       // tail when I is not a multiple
-      y[m * O + o] = s;
+      for (int64_t i = Iu; i < I; ++i) s += widen(w[i]) * x[m * I + i];   // tail when I is not a multiple
+      put(y + m * O + o, s);
     }
   }
 }
 
-void rows(const float* x, const float* W, float* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+template <typename T>
+void stream(const float* x, const T* W, T* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
   switch (M) {
     case 1: stream_rows<1, 4>(x, W, y, I, O, o0, o1); break;
     case 2: stream_rows<2, 4>(x, W, y, I, O, o0, o1); break;
@@ -136,6 +138,10 @@ void rows(const float* x, const float* W, float* y, int64_t M, int64_t I, int64_
     case 7: stream_rows<7, 1>(x, W, y, I, O, o0, o1); break;
     default: stream_rows<8, 1>(x, W, y, I, O, o0, o1); break;
   }
+}
+
+void rows(const float* x, const float* W, float* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+  stream(x, W, y, M, I, O, o0, o1);
 }
 
 // bf16 weights: half the bytes, and one row at a time ran out of load slots from 3 rows of x up, so tiles.
@@ -155,11 +161,14 @@ void rows(const float* x, const at::BFloat16* W, at::BFloat16* y, int64_t M, int
 }  // namespace
 
 template <typename T>
-void run(const float* xp, const T* wp, T* yp, int64_t M, int64_t I, int64_t O) {
-  at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) { rows(xp, wp, yp, M, I, O, a, b); });
+void run(const float* xp, const T* wp, T* yp, int64_t M, int64_t I, int64_t O, bool row_layout) {
+  at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) {
+    if (row_layout) stream(xp, wp, yp, M, I, O, a, b);
+    else rows(xp, wp, yp, M, I, O, a, b);
+  });
 }
 
-torch::Tensor skinny_linear(torch::Tensor x, torch::Tensor W) {
+torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
   TORCH_CHECK(x.dim() == 2 && W.dim() == 2, "skinny_linear: x (M, I) and W (O, I)");
   TORCH_CHECK(x.size(1) == W.size(1), "skinny_linear: inner sizes differ");
   const auto dt = W.scalar_type();
@@ -172,14 +181,18 @@ torch::Tensor skinny_linear(torch::Tensor x, torch::Tensor W) {
   auto y = torch::empty({M, O}, x.options());
   if (dt == at::kFloat) {
     x = x.contiguous();
-    run<float>(x.data_ptr<float>(), W.data_ptr<float>(), y.data_ptr<float>(), M, I, O);
+    run<float>(x.data_ptr<float>(), W.data_ptr<float>(), y.data_ptr<float>(), M, I, O, row_layout);
   } else {
     const auto xf = x.to(at::kFloat).contiguous();                 // (M, I) fp32, exact
-    run<at::BFloat16>(xf.data_ptr<float>(), W.data_ptr<at::BFloat16>(), y.data_ptr<at::BFloat16>(), M, I, O);
+    run<at::BFloat16>(xf.data_ptr<float>(), W.data_ptr<at::BFloat16>(), y.data_ptr<at::BFloat16>(), M, I, O, row_layout);
   }
   return y;
 }
 
+torch::Tensor skinny_linear(torch::Tensor x, torch::Tensor W) { return product(x, W, false); }
+torch::Tensor skinny_linear_rows(torch::Tensor x, torch::Tensor W) { return product(x, W, true); }
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("skinny_linear", &skinny_linear, "y = x·Wᵀ for 1..8 rows of x (fp32 or bf16, AVX2)");
+  m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B: bf16 otherwise takes tiles)");
 }

@@ -5,6 +5,8 @@ reading the weights, so in principle 2–8 tokens cost what one costs; stock BLA
 instead runs 2–8-row products 1.5–2.5× slower than one row, and the draft barely pays. The kernel
 here reads each weight row once and applies it to every token (AVX2 + FMA; fp32, or bf16 weights widened
 to fp32 in registers with fp32 sums — half the bytes of fp32, so bf16 forwards of 1–8 tokens get cheap too).
+In bf16 it works in register tiles of a few weight rows × up to 4 tokens with software prefetch
+(``LAYOUT``; the row layout stays for A/B: ``row_layout``, ``benchmarks/bench_matmul.py --what kernel``).
 
 It is compiled on first use with torch's C++ extension loader into ``$DSPARK_CACHE/kernels`` (about a
 minute once; ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors, 2…8 rows,

@@ -1,4 +1,4 @@
-// y = x · Wᵀ for a few rows of x (fp32, CPU, AVX2 + FMA): the verification forward's matmuls.
+// y = x · Wᵀ for a few rows of x (fp32 or bf16, CPU, AVX2 + FMA): the verification forward's matmuls.
 //
 // A decode step on a small model is bound by streaming the weights from memory. BLAS libraries pick
 // kernels tuned for large M; with 2–8 rows (the tokens a speculative round verifies) they ran 1.5–2.5×
@@ -6,7 +6,8 @@
 // every row of x from registers (tiles of a few weight rows × up to 4 rows of x), so 2–4 rows cost what
 // one row costs and 8 rows about 1.6× that.
 //
-// Shapes: x (M, I) contiguous, W (O, I) contiguous → y (M, O). Rows of W are split across threads.
+// Shapes: x (M, I) contiguous, W (O, I) contiguous → y (M, O). at::parallel_for would split the rows of W
+// across threads in an OpenMP build; kernels.py builds without -fopenmp, so it runs on the calling thread.
 // float32: fp32 products and sums. bfloat16: W is read as bf16 (half the bytes) and widened to fp32 in
 // registers, x is widened once, sums are fp32 and y is rounded to bf16 (nearest even) — the semantics
 // of a bf16 GEMM with fp32 accumulation, in another summation order.

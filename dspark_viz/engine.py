@@ -209,7 +209,7 @@ def _sync(device) -> None:
 def monotone_steps(batches: Sequence[int], seconds: Sequence[float]) -> np.ndarray:
     """Step times made non-decreasing in B by a running max — from B = 2 on when the curve starts at B = 1,
     which keeps its own time: on CPU one-token forwards take torch's stock path while 2–8-token ones take
-    the few-row kernel and lean layers, so in bf16 one token really costs more than two (57.9 vs 38.8 ms),
+    the few-row kernel and lean layers, so in bf16 one token really costs more than two (cpu-bf16.json),
     and a running max from B = 1 would flatten 1–7 tokens to one cost and send the scheduler to ℓ ≈ γ."""
     t = np.asarray(seconds, dtype=float)                                  # (P,)
     if len(t) >= 2 and int(batches[0]) == 1:

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 namespace {
 
@@ -141,12 +142,8 @@ void stream(const float* x, const T* W, T* y, int64_t M, int64_t I, int64_t O, i
   }
 }
 
-void rows(const float* x, const float* W, float* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
-  stream(x, W, y, M, I, O, o0, o1);
-}
-
 // bf16 weights: half the bytes, and one row at a time ran out of load slots from 3 rows of x up, so tiles.
-void rows(const float* x, const at::BFloat16* W, at::BFloat16* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+void tiled(const float* x, const at::BFloat16* W, at::BFloat16* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
   switch (M) {
     case 1: few<1>(x, W, y, I, O, o0, o1); break;
     case 2: few<2>(x, W, y, I, O, o0, o1); break;
@@ -164,8 +161,9 @@ void rows(const float* x, const at::BFloat16* W, at::BFloat16* y, int64_t M, int
 template <typename T>
 void run(const float* xp, const T* wp, T* yp, int64_t M, int64_t I, int64_t O, bool row_layout) {
   at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) {
-    if (row_layout) stream(xp, wp, yp, M, I, O, a, b);
-    else rows(xp, wp, yp, M, I, O, a, b);
+    if constexpr (std::is_same_v<T, float>) stream(xp, wp, yp, M, I, O, a, b);     // fp32: always rows
+    else if (row_layout) stream(xp, wp, yp, M, I, O, a, b);
+    else tiled(xp, wp, yp, M, I, O, a, b);
   });
 }
 

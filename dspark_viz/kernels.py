@@ -71,7 +71,8 @@ def load(verbose: bool = False) -> Any | None:
 
     # one build per (source, checkout, environment): torch's loader rebuilds whenever the source path or the
     # include paths change, so checkouts sharing one cache would otherwise rebuild each other's copy
-    key = hashlib.sha256(f"{SOURCE.read_text(encoding='utf-8')}|{SOURCE}|{sys.prefix}".encode()).hexdigest()[:12]
+    code = "".join(f.read_text(encoding="utf-8") for f in sorted(SOURCE.parent.glob("*.[ch]*")))
+    key = hashlib.sha256(f"{code}|{SOURCE}|{sys.prefix}".encode()).hexdigest()[:12]
     build = cache_dir() / "kernels" / f"torch-{torch.__version__.split('+')[0]}-{key}"
     build.mkdir(parents=True, exist_ok=True)
     path = os.environ.get("PATH", "")

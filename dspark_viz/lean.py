@@ -11,6 +11,14 @@ as straight-line code, so logits and features are bit-identical to the stock pat
 checks ``torch.equal``). It is installed per layer and steps aside (calls the stock forward) for anything
 else: one-token steps and prefill, more than 8 rows, autograd, training, another cache class, biases.
 ``DSPARK_LEAN_LAYERS=0`` turns it off.
+
+One level further (``fused``, on by default): for one sequence under its plain causal mask, each layer runs as
+two native calls of the kernel extension (``csrc/decoder_layer.h``: norm, q/k/v and rotary; then attention
+over the cache, o-projection, norm and MLP), with the cache's own ``update`` in between. That removes the
+~50 small tensor ops per layer that cost a third of a 4-token forward, at the price of bit-identity: the
+rounding points are transformers' own, the summation orders of the RMS mean and the softmax are not, so
+logits agree with the stock layers to within the dtype's rounding (tests/test_lean.py bounds the gap and
+checks greedy decoding is unchanged). ``DSPARK_FUSED_LAYERS=0`` keeps the bit-identical lean forward.
 """
 from __future__ import annotations
 
@@ -26,6 +34,28 @@ LAYER_CLASSES = ("LlamaDecoderLayer", "MistralDecoderLayer")
 
 def enabled() -> bool:
     return os.environ.get("DSPARK_LEAN_LAYERS", "1") != "0"
+
+
+def fused_enabled() -> bool:
+    return os.environ.get("DSPARK_FUSED_LAYERS", "1") != "0"
+
+
+def _plain_causal(mask, q: int) -> bool:
+    """Whether ``mask`` (1, 1, q, S) bool is one sequence's causal mask over its cache (row i sees keys
+    0 … S − q + i). Every layer of a forward gets the same mask object, so the answer is kept on it."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 4 \
+            or mask.shape[:3] != (1, 1, q):
+        return False
+    kept = getattr(mask, "_dspark_causal", None)
+    if kept is None:
+        S = mask.shape[-1]
+        ref = torch.ones(q, S, dtype=torch.bool).tril(S - q)                   # (q, S)
+        kept = bool(torch.equal(mask[0, 0], ref))
+        try:
+            mask._dspark_causal = kept
+        except (AttributeError, RuntimeError):
+            pass
+    return kept
 
 
 def _norm(norm, x: torch.Tensor) -> torch.Tensor:
@@ -50,6 +80,10 @@ def _lean_forward(layer, ext):
     at, mlp = layer.self_attn, layer.mlp
     n1, n2 = layer.input_layernorm, layer.post_attention_layernorm
     D, idx, scaling, act = at.head_dim, at.layer_idx, at.scaling, mlp.act_fn
+    H, Hk = at.q_proj.weight.shape[0] // D, at.k_proj.weight.shape[0] // D
+    eps1, eps2 = getattr(n1, "variance_epsilon", None), getattr(n2, "variance_epsilon", None)
+    state = {"fused": (fused_enabled() and hasattr(ext, "layer_qkv") and D % 8 == 0 and eps1 is not None
+                       and eps2 is not None and type(act).__name__ == "SiLUActivation")}
     from transformers import DynamicCache
     from transformers.models.llama.modeling_llama import rotate_half    # Mistral's is the same function
 
@@ -66,6 +100,14 @@ def _lean_forward(layer, ext):
             return stock(hidden_states, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                          use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
         x = hidden_states                                                          # (b, q, d)
+        if state["fused"] and b == 1 and _plain_causal(attention_mask, q):
+            cos, sin = position_embeddings                                         # (1, q, D) each
+            qs, ks, vs = ext.layer_qkv(x.contiguous(), n1.weight, eps1, at.q_proj.weight, at.k_proj.weight,
+                                       at.v_proj.weight, cos.contiguous(), sin.contiguous(), H, Hk)
+            ks, vs = cache.update(ks, vs, idx)                                     # (1, Hk, S, D)
+            return ext.layer_rest(x.contiguous(), qs, ks.contiguous(), vs.contiguous(), scaling,
+                                  at.o_proj.weight, n2.weight, eps2, mlp.gate_proj.weight, mlp.up_proj.weight,
+                                  mlp.down_proj.weight)
         h = _norm(n1, x)
         qs = lin(h, at.q_proj).view(b, q, -1, D).transpose(1, 2)                   # (b, H, q, D)
         ks = lin(h, at.k_proj).view(b, q, -1, D).transpose(1, 2)                   # (b, Hk, q, D)
@@ -79,6 +121,7 @@ def _lean_forward(layer, ext):
         h = _norm(n2, x)
         return x + lin(act(lin(h, mlp.gate_proj)) * lin(h, mlp.up_proj), mlp.down_proj)
 
+    forward.state = state                      # {"fused": bool}: see unfused()
     return forward
 
 
@@ -108,4 +151,26 @@ def stock_layers(model):
             l.forward = f
 
 
-__all__ = ["enabled", "install", "stock_layers"]
+@contextlib.contextmanager
+def unfused(model):
+    """Inside the block, ``model``'s lean layers run their bit-identical Python forward, not the two native
+    calls (A/B measurements and the tolerance test)."""
+    states = [l.__dict__["forward"].state for l in getattr(getattr(model, "model", None), "layers", None) or []
+              if hasattr(l.__dict__.get("forward"), "state")]
+    saved = [st["fused"] for st in states]
+    for st in states:
+        st["fused"] = False
+    try:
+        yield model
+    finally:
+        for st, f in zip(states, saved):
+            st["fused"] = f
+
+
+def fused(model) -> bool:
+    """Whether ``model``'s lean layers take the native two-call forward where it applies."""
+    layers = getattr(getattr(model, "model", None), "layers", None) or []
+    return bool(layers) and all(getattr(l.__dict__.get("forward"), "state", {}).get("fused", False) for l in layers)
+
+
+__all__ = ["enabled", "fused_enabled", "install", "stock_layers", "unfused", "fused"]

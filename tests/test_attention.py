@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from dspark_viz import attention
+from dspark_viz import attention, lean
 from dspark_viz.toy import tiny_llama_target
 
 
@@ -52,7 +52,8 @@ def test_packed_path_runs_without_repeating_the_cache(monkeypatch):
     for q in (1, 2, 5, 8, 12):
         cache, _ = t.prefill(ids[0, :20].tolist())
         seen.clear()
-        t.forward(ids[:, 20:20 + q], cache)
+        with lean.unfused(t.model):                                  # fused layers attend natively, no SDPA
+            t.forward(ids[:, 20:20 + q], cache)
         assert len(seen) == t.n_layers
         packed = [qs[1] == Hk and qs[2] == (H // Hk) * q for qs, _ in seen]
         if q <= attention.MAX_Q:

@@ -20,7 +20,8 @@ def test_logits_and_features_equal_stock_layers(real_target, n):
         pytest.skip(f"target layers: {t.layer_path}")
     ids = t.chat_ids("Name three colours.")
     new = [1000 + 37 * i for i in range(n)]
-    fast = _forward(t, ids, new)
+    with lean.unfused(t.model):                          # the Python lean forward; fused: see below
+        fast = _forward(t, ids, new)
     with lean.stock_layers(t.model):
         stock = _forward(t, ids, new)
     assert torch.equal(fast.logits, stock.logits) and torch.equal(fast.features, stock.features)
@@ -45,7 +46,8 @@ def test_lean_path_runs_and_steps_aside(real_target, monkeypatch):
     assert calls["n"] == 0
     t.forward(torch.tensor([[11]]), cache)            # 1 row: stock
     assert calls["n"] == 0
-    t.forward(torch.tensor([[12, 13, 14]]), cache)    # 3 rows: lean, two norms per layer
+    with lean.unfused(t.model):
+        t.forward(torch.tensor([[12, 13, 14]]), cache)    # 3 rows: lean, two norms per layer
     assert calls["n"] == 2 * t.n_layers
 
 
@@ -55,3 +57,96 @@ def test_switch_off_and_shape_checks(monkeypatch):
     assert not lean.install(torch.nn.Linear(2, 2), ext=object())           # off by env: nothing installed
     monkeypatch.delenv("DSPARK_LEAN_LAYERS")
     assert not lean._fits(torch.nn.Linear(2, 2))                            # not a decoder layer
+
+
+# -- the fused (native two-call) layer ---------------------------------------------------------------
+def _tiny_llama(dtype, seed=0):
+    """A 2-layer random Llama (GQA 4/2 heads, head size 16) with the target's fast paths installed."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from dspark_viz import attention, kernels
+
+    ext = kernels.load()
+    if ext is None or not hasattr(ext, "layer_qkv"):
+        pytest.skip("kernel extension not built on this machine")
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                      attn_implementation="sdpa")
+    model = LlamaForCausalLM(cfg).eval().to(dtype)
+    with torch.no_grad():                                   # larger-than-init weights: visible activations
+        for p_ in model.parameters():
+            p_.mul_(4.0) if p_.dim() == 2 else p_.uniform_(0.5, 1.5)
+    kernels.patch_linears(model, ext)
+    assert attention.install(model) and lean.install(model, ext)
+    return model, ext
+
+
+def _logits(model, ctx, new):
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([ctx]), cache=cache, use_cache=True)
+        return model(input_ids=torch.tensor([new]), cache=cache, use_cache=True).logits.float()
+
+
+@pytest.mark.parametrize("dtype,rel", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_fused_layers_agree_with_stock_layers(dtype, rel, n):
+    """fp32: the same function up to summation order (≈ 1e-7 relative). bf16: the same rounding points as
+    transformers, so the gap is a few bf16 steps (2⁻⁸ relative each) where a summation order tips one."""
+    model, ext = _tiny_llama(dtype)
+    assert lean.fused(model)
+    ctx, new = [int(i) for i in torch.randint(0, 97, (37,))], [int(i) for i in torch.randint(0, 97, (n,))]
+    calls = {"n": 0}
+    real = ext.layer_rest
+
+    def counting(*a):
+        calls["n"] += 1
+        return real(*a)
+
+    ext.layer_rest = counting
+    try:
+        fused = _logits(model, ctx, new)
+    finally:
+        ext.layer_rest = real
+    assert calls["n"] == 2                                   # both layers took the native path
+    with lean.stock_layers(model):
+        stock = _logits(model, ctx, new)
+    with lean.unfused(model):
+        assert torch.equal(_logits(model, ctx, new), stock)  # the Python lean forward stays bit-identical
+    scale = float(stock.abs().max())
+    assert float((fused - stock).abs().max()) <= rel * scale
+    assert lean.fused(model)                                 # unfused() restored the switch
+
+
+def test_fused_path_only_for_one_plain_causal_sequence():
+    ok = torch.ones(3, 7, dtype=torch.bool).tril(4)[None, None]                       # (1, 1, 3, 7)
+    assert lean._plain_causal(ok, 3)
+    assert not lean._plain_causal(ok, 2)                                                # another block size
+    padded = ok.clone()
+    padded[..., 0] = False                                                              # a padded first key
+    assert not lean._plain_causal(padded, 3)
+    assert not lean._plain_causal(None, 3) and not lean._plain_causal(ok.float(), 3)
+    assert not lean._plain_causal(ok.expand(2, 1, 3, 7), 3)                             # a batch of two
+
+
+def test_fused_switch_off(monkeypatch):
+    monkeypatch.setenv("DSPARK_FUSED_LAYERS", "0")
+    model, _ = _tiny_llama(torch.float32)
+    assert not lean.fused(model)
+
+
+@pytest.mark.slow
+def test_fused_target_forward_agrees_with_stock(real_target):
+    """The embedded target (fp32): fused verification logits within 1e-4 of the stock layers."""
+    t = real_target
+    if t.layer_path != "lean" or not lean.fused(t.model):
+        pytest.skip("fused layers not in use")
+    ids, new = t.chat_ids("Name three colours."), [1000 + 37 * i for i in range(4)]
+    fused = _forward(t, ids, new)
+    with lean.stock_layers(t.model):
+        stock = _forward(t, ids, new)
+    assert float((fused.logits - stock.logits).abs().max()) < 1e-3
+    assert torch.allclose(fused.features, stock.features, rtol=1e-4, atol=1e-3)

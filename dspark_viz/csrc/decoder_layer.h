@@ -1,0 +1,253 @@
+// One Llama decoder layer of a verification forward (one sequence, 2–8 new tokens) in two native calls.
+//
+// Outside its matmuls a few-token forward of a 135M model is ~50 small tensor ops per layer (norms,
+// rotary embedding, attention, SiLU gate, residuals), each a Python → dispatcher round trip that costs
+// more than its arithmetic. Here they run as straight loops around the few-row kernel (skinny_kernels.h):
+//
+//   layer_qkv:  h = RMSNorm₁(x); q, k, v = h·W_{q,k,v}ᵀ; rotary embedding on q, k   → q, k, v
+//   (the caller appends k, v to its KV cache and passes the whole cache back)
+//   layer_rest: o = softmax(q·Kᵀ·scale, causal) · V; x += o·W_oᵀ; h = RMSNorm₂(x);
+//               x += (SiLU(h·W_gᵀ) ⊙ h·W_uᵀ)·W_dᵀ                                       → x
+//
+// Rounding follows transformers' Llama layer in the model's dtype T: every tensor that layer materialises
+// (norm output, q/k/v, each rotary product and their sum, attention output, residual sums, the SiLU and the
+// gate product) is rounded to T here at the same point; inside, sums are fp32 as in torch's CPU kernels.
+// Only summation orders differ (the RMS mean, the attention's softmax), so logits agree with the stock
+// layers to within T's rounding, not bit for bit (tests/test_lean.py measures it).
+//
+// Shapes: x (1, M, d); cos, sin (1, M, Dh); q (1, H, M, Dh); k, v (1, Hk, M, Dh); K, V (1, Hk, S, Dh) with
+// the M new positions last, so query m sees cache positions 0 … S − M + m (the causal mask of one sequence).
+#pragma once
+#include <cmath>
+#include <vector>
+
+namespace {
+
+template <typename T>
+inline float to_t(float v) {                                     // round a float to T and back (exact for fp32)
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return static_cast<float>(at::BFloat16(v));
+}
+
+// out (M, d) fp32 holding T values = round(w ⊙ round(x · rsqrt(mean(x²) + eps))), as LlamaRMSNorm.
+template <typename T>
+void rms_norm(const float* x, const T* w, float eps, float* out, int64_t M, int64_t d) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * d;
+    float ss = 0.f;
+    for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
+    const float r = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
+    for (int64_t i = 0; i < d; ++i) out[m * d + i] = to_t<T>(static_cast<float>(w[i]) * to_t<T>(xr[i] * r));
+  }
+}
+
+template <typename T>
+void widen_into(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+}
+
+// y (M, O) fp32 holding T values = round(x · Wᵀ): the kernel writes T, widened back for the next step.
+template <typename T>
+void matmul(const float* x, const T* W, float* y, int64_t M, int64_t I, int64_t O) {
+  if constexpr (std::is_same_v<T, float>) {
+    run<float>(x, W, y, M, I, O, false);
+  } else {
+    std::vector<T> yt(M * O);
+    run<T>(x, W, yt.data(), M, I, O, false);
+    widen_into(yt.data(), y, M * O);
+  }
+}
+
+// e^x for 8 lanes (x ≤ 0 here: scores minus their maximum): Cephes' expf, n·ln 2 + r with a degree-6
+// polynomial on r, within 2 ulp of std::exp — the softmax no longer waits on a scalar exp per key.
+inline __m256 exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+// Scores of NQ query rows against 8 keys at a time: kT (Dh, Sp) holds the keys transposed, so each FMA
+// takes one broadcast query element and 8 keys, with NQ independent accumulators (no horizontal sums).
+template <int NQ>
+void score_tile(const float* Q, const float* kT, int64_t Dh, int64_t Sp, int64_t n, float scale, float* sc) {
+  for (int64_t t = 0; t < n; t += 8) {
+    __m256 acc[NQ];
+    for (int i = 0; i < NQ; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < Dh; ++j) {
+      const __m256 kv = _mm256_loadu_ps(kT + j * Sp + t);
+      for (int i = 0; i < NQ; ++i) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(Q[i * Dh + j]), kv, acc[i]);
+    }
+    for (int i = 0; i < NQ; ++i) _mm256_storeu_ps(sc + i * Sp + t, _mm256_mul_ps(acc[i], _mm256_set1_ps(scale)));
+  }
+}
+
+// out[c0 .. c0 + 8·NV) = Σ_t p[t] · V[t, c0 …] over t < n, one accumulator per 8 columns.
+template <int NV>
+void pv_cols(const float* p, const float* vf, int64_t Dh, int64_t n, int64_t c0, float inv, float* out) {
+  __m256 acc[NV];
+  for (int u = 0; u < NV; ++u) acc[u] = _mm256_setzero_ps();
+  for (int64_t t = 0; t < n; ++t) {
+    const __m256 w = _mm256_set1_ps(p[t]);
+    const float* vr = vf + t * Dh + c0;
+    for (int u = 0; u < NV; ++u) acc[u] = _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + 8 * u), acc[u]);
+  }
+  for (int u = 0; u < NV; ++u) _mm256_storeu_ps(out + c0 + 8 * u, _mm256_mul_ps(acc[u], _mm256_set1_ps(inv)));
+}
+
+// One query row's softmax over its n visible scores (in place) and its output row o (Dh) = softmax · V.
+inline void softmax_pv(float* s, const float* vf, int64_t Dh, int64_t n, float* o) {
+  const int64_t n8 = n - n % 8;
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < n8; t += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + t));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mv);
+  float mx = -INFINITY;
+  for (float v : lanes) mx = std::max(mx, v);
+  for (int64_t t = n8; t < n; ++t) mx = std::max(mx, s[t]);
+  const __m256 mb = _mm256_set1_ps(mx);
+  __m256 sv = _mm256_setzero_ps();
+  for (int64_t t = 0; t < n8; t += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + t), mb));
+    _mm256_storeu_ps(s + t, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  float sum = hsum(sv);
+  for (int64_t t = n8; t < n; ++t) {
+    s[t] = std::exp(s[t] - mx);
+    sum += s[t];
+  }
+  const float inv = 1.0f / sum;
+  int64_t c = 0;
+  for (; c + 64 <= Dh; c += 64) pv_cols<8>(s, vf, Dh, n, c, inv, o);
+  for (; c < Dh; c += 8) pv_cols<1>(s, vf, Dh, n, c, inv, o);
+}
+
+template <typename T>
+std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double eps, torch::Tensor Wq,
+                                    torch::Tensor Wk, torch::Tensor Wv, torch::Tensor cos, torch::Tensor sin,
+                                    int64_t H, int64_t Hk) {
+  const int64_t M = x.size(1), d = x.size(2), Dh = cos.size(2), half = Dh / 2;
+  std::vector<float> xf(M * d), h(M * d), q(M * H * Dh), k(M * Hk * Dh), v(M * Hk * Dh), c(M * Dh), s(M * Dh);
+  widen_into(x.data_ptr<T>(), xf.data(), M * d);
+  widen_into(cos.data_ptr<T>(), c.data(), M * Dh);
+  widen_into(sin.data_ptr<T>(), s.data(), M * Dh);
+  rms_norm<T>(xf.data(), ln_w.data_ptr<T>(), static_cast<float>(eps), h.data(), M, d);
+  matmul<T>(h.data(), Wq.data_ptr<T>(), q.data(), M, d, H * Dh);                     // (M, H·Dh)
+  matmul<T>(h.data(), Wk.data_ptr<T>(), k.data(), M, d, Hk * Dh);                    // (M, Hk·Dh)
+  matmul<T>(h.data(), Wv.data_ptr<T>(), v.data(), M, d, Hk * Dh);
+  auto opt = x.options();
+  auto qo = torch::empty({1, H, M, Dh}, opt), ko = torch::empty({1, Hk, M, Dh}, opt),
+       vo = torch::empty({1, Hk, M, Dh}, opt);
+  // rotary: round(round(u·cos) + round(rotate_half(u)·sin)), rotate_half(u) = (−u₂, u₁) by halves
+  auto rope = [&](const float* src, int64_t heads, T* dst) {
+    for (int64_t hd = 0; hd < heads; ++hd)
+      for (int64_t m = 0; m < M; ++m) {
+        const float* u = src + m * heads * Dh + hd * Dh;
+        T* o = dst + (hd * M + m) * Dh;
+        for (int64_t j = 0; j < Dh; ++j) {
+          const float rot = j < half ? -u[j + half] : u[j - half];
+          o[j] = T(to_t<T>(to_t<T>(u[j] * c[m * Dh + j]) + to_t<T>(rot * s[m * Dh + j])));
+        }
+      }
+  };
+  rope(q.data(), H, qo.data_ptr<T>());
+  rope(k.data(), Hk, ko.data_ptr<T>());
+  T* vp = vo.data_ptr<T>();
+  for (int64_t g = 0; g < Hk; ++g)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t j = 0; j < Dh; ++j) vp[(g * M + m) * Dh + j] = T(v[m * Hk * Dh + g * Dh + j]);
+  return {qo, ko, vo};
+}
+
+template <typename T>
+torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
+                        torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
+                        torch::Tensor Wd) {
+  const int64_t M = x.size(1), d = x.size(2), H = q.size(1), Dh = q.size(3), Hk = K.size(1), S = K.size(2);
+  const int64_t rep = H / Hk, past = S - M, F = Wg.size(0);
+  const int64_t Sp = (S + 7) / 8 * 8, R = rep * M;           // keys padded to a multiple of 8; query rows per kv head
+  std::vector<float> qf(H * M * Dh), kT(Dh * Sp, 0.f), vf(S * Dh), sc(R * Sp), orow(Dh), o(M * H * Dh);
+  widen_into(q.data_ptr<T>(), qf.data(), H * M * Dh);         // (H, M, Dh): a kv head's R query rows adjacent
+  const T* Kp = K.data_ptr<T>();
+  const T* Vp = V.data_ptr<T>();
+  const float sc_ = static_cast<float>(scale);
+  for (int64_t g = 0; g < Hk; ++g) {                          // keys and values widened once per kv head
+    for (int64_t t = 0; t < S; ++t)
+      for (int64_t j = 0; j < Dh; ++j) kT[j * Sp + t] = static_cast<float>(Kp[(g * S + t) * Dh + j]);
+    widen_into(Vp + g * S * Dh, vf.data(), S * Dh);
+    const float* Qg = qf.data() + g * R * Dh;                  // row i: head g·rep + i / M, query i % M
+    int64_t i = 0;
+    for (; i + 8 <= R; i += 8) score_tile<8>(Qg + i * Dh, kT.data(), Dh, Sp, S, sc_, sc.data() + i * Sp);
+    for (; i + 4 <= R; i += 4) score_tile<4>(Qg + i * Dh, kT.data(), Dh, Sp, S, sc_, sc.data() + i * Sp);
+    for (; i < R; ++i) score_tile<1>(Qg + i * Dh, kT.data(), Dh, Sp, S, sc_, sc.data() + i * Sp);
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t hd = g * rep + r / M, m = r % M;
+      softmax_pv(sc.data() + r * Sp, vf.data(), Dh, past + m + 1, orow.data());   // causal: keys 0 … past + m
+      float* dst = o.data() + m * H * Dh + hd * Dh;            // (M, H·Dh): heads side by side
+      for (int64_t j = 0; j < Dh; ++j) dst[j] = to_t<T>(orow[j]);
+    }
+  }
+  std::vector<float> xf(M * d), y(M * d), h(M * d), gt(M * F), up(M * F);
+  widen_into(x.data_ptr<T>(), xf.data(), M * d);
+  matmul<T>(o.data(), Wo.data_ptr<T>(), y.data(), M, H * Dh, d);
+  for (int64_t i = 0; i < M * d; ++i) xf[i] = to_t<T>(xf[i] + y[i]);                 // residual
+  rms_norm<T>(xf.data(), ln_w.data_ptr<T>(), static_cast<float>(eps), h.data(), M, d);
+  matmul<T>(h.data(), Wg.data_ptr<T>(), gt.data(), M, d, F);
+  matmul<T>(h.data(), Wu.data_ptr<T>(), up.data(), M, d, F);
+  for (int64_t i = 0; i < M * F; ++i) {
+    const float a = to_t<T>(gt[i] / (1.0f + std::exp(-gt[i])));                       // SiLU
+    gt[i] = to_t<T>(a * up[i]);
+  }
+  matmul<T>(gt.data(), Wd.data_ptr<T>(), y.data(), M, F, d);
+  auto out = torch::empty({1, M, d}, x.options());
+  T* op = out.data_ptr<T>();
+  for (int64_t i = 0; i < M * d; ++i) op[i] = T(xf[i] + y[i]);                        // residual, rounded once
+  return out;
+}
+
+void check_layer_args(const std::vector<torch::Tensor>& ts, at::ScalarType dt) {
+  for (const auto& t : ts) {
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == dt, "decoder layer: CPU tensors of one dtype");
+    TORCH_CHECK(t.is_contiguous(), "decoder layer: contiguous tensors");
+  }
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> layer_qkv(torch::Tensor x, torch::Tensor ln_w, double eps, torch::Tensor Wq,
+                                     torch::Tensor Wk, torch::Tensor Wv, torch::Tensor cos, torch::Tensor sin,
+                                     int64_t H, int64_t Hk) {
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "layer_qkv: float32 or bfloat16");
+  TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8, "layer_qkv: x (1, 1..8, d)");
+  TORCH_CHECK(cos.dim() == 3 && cos.size(1) == x.size(1) && cos.sizes() == sin.sizes(), "layer_qkv: cos, sin (1, M, Dh)");
+  TORCH_CHECK(cos.size(2) % 8 == 0 && Wq.size(0) == H * cos.size(2) && Wk.size(0) == Hk * cos.size(2) &&
+              Wv.size(0) == Wk.size(0), "layer_qkv: projection sizes");
+  check_layer_args({x, ln_w, Wq, Wk, Wv, cos, sin}, dt);
+  return dt == at::kFloat ? qkv_impl<float>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk)
+                          : qkv_impl<at::BFloat16>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk);
+}
+
+torch::Tensor layer_rest(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
+                         torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
+                         torch::Tensor Wd) {
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "layer_rest: float32 or bfloat16");
+  TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8, "layer_rest: x (1, 1..8, d)");
+  TORCH_CHECK(q.dim() == 4 && K.dim() == 4 && K.sizes() == V.sizes() && q.size(2) == x.size(1) &&
+              q.size(1) % K.size(1) == 0 && K.size(2) >= x.size(1) && q.size(3) == K.size(3) &&
+              q.size(3) % 8 == 0, "layer_rest: q (1, H, M, Dh), K/V (1, Hk, S ≥ M, Dh)");
+  check_layer_args({x, q, K, V, Wo, ln_w, Wg, Wu, Wd}, dt);
+  return dt == at::kFloat ? rest_impl<float>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd)
+                          : rest_impl<at::BFloat16>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd);
+}

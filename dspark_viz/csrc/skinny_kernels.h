@@ -1,0 +1,159 @@
+// The few-row matmul kernels (see skinny_linear.cpp): run<T>(x, W, y, M, I, O, row_layout) computes
+// y (M, O) = x (M, I) · W (O, I)ᵀ with x widened to fp32, fp32 sums and y rounded to T once.
+#pragma once
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <type_traits>
+
+namespace {
+
+inline float hsum(__m256 v) {                                   // sum of the 8 lanes
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  __m128 h = _mm_movehdup_ps(s);
+  s = _mm_add_ps(s, h);
+  h = _mm_movehl_ps(h, s);
+  return _mm_cvtss_f32(_mm_add_ss(s, h));
+}
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const at::BFloat16* p) {                   // 8 bf16 → 8 fp32 (exact: bf16 is fp32's top half)
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline float widen(float v) { return v; }
+inline float widen(at::BFloat16 v) { return static_cast<float>(v); }
+inline void put(float* y, float v) { *y = v; }
+inline void put(at::BFloat16* y, float v) { *y = at::BFloat16(v); }   // round to nearest even
+
+// One register tile: NO weight rows [o, o + NO) against MB rows of x [m0, m0 + MB), over all of I. The
+// NO·MB accumulators, MB x vectors and a weight vector fit the 16 ymm registers, so every weight vector
+// loaded feeds MB FMAs and every x vector NO FMAs (a row at a time needed a load per FMA and ran out of
+// load slots from 3 rows up). Each (o, m) sum is one 8-lane accumulator over I, then the lanes: the same
+// order whatever M is, so a row's result does not depend on the rows beside it.
+// Reading NO rows side by side breaks the one long sequential stream the hardware prefetcher follows, so
+// the tile prefetches the weights PF_TILES tiles ahead itself (without it this layout lost to the rows).
+constexpr int64_t PF_TILES = 4;
+
+template <int NO, int MB, typename T>
+__attribute__((noinline)) void tile(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o, int64_t m0) {
+  const int64_t Iv = I - I % 8;
+  const float* xr = x + m0 * I;
+  const T* w = W + o * I;
+  const int64_t ahead = o + PF_TILES * NO;
+  const char* pf = reinterpret_cast<const char*>(ahead + NO <= O ? W + ahead * I : w);  // NO·I weights, in step
+  __m256 acc[NO][MB];
+  for (int n = 0; n < NO; ++n)
+    for (int m = 0; m < MB; ++m) acc[n][m] = _mm256_setzero_ps();
+  constexpr int64_t STEP = NO * 8 * sizeof(T);                   // weight bytes one iteration consumes
+  for (int64_t i = 0; i < Iv; i += 8) {
+    for (int64_t b = 0; b < STEP; b += 64) _mm_prefetch(pf + i * NO * sizeof(T) + b, _MM_HINT_T0);
+    __m256 xv[MB];
+    for (int m = 0; m < MB; ++m) xv[m] = _mm256_loadu_ps(xr + m * I + i);
+    for (int n = 0; n < NO; ++n) {
+      const __m256 wv = load8(w + n * I + i);
+      for (int m = 0; m < MB; ++m) acc[n][m] = _mm256_fmadd_ps(wv, xv[m], acc[n][m]);
+    }
+  }
+  for (int n = 0; n < NO; ++n)
+    for (int m = 0; m < MB; ++m) {
+      float s = hsum(acc[n][m]);
+      for (int64_t i = Iv; i < I; ++i) s += widen(w[n * I + i]) * xr[m * I + i];   // tail: I not a multiple of 8
+      put(y + (m0 + m) * O + o + n, s);
+    }
+}
+
+// M ≤ 4 rows of x against weight rows [o0, o1): tiles of NO rows (NO·M + M + 1 ≤ 16 registers), single
+// rows for the remainder.
+template <int M, typename T>
+void few(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+  constexpr int NO = M == 4 ? 2 : M == 3 ? 3 : 4;
+  int64_t o = o0;
+  for (; o + NO <= o1; o += NO) tile<NO, M>(x, W, y, I, O, o, 0);
+  for (; o < o1; ++o) tile<1, M>(x, W, y, I, O, o, 0);
+}
+
+// 4 + M2 rows (5…8): each pair of weight rows meets rows 0–3, then rows 4… while it is still in L1, so the
+// weights stream from memory once.
+template <int M2, typename T>
+void many(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+  int64_t o = o0;
+  for (; o + 2 <= o1; o += 2) {
+    tile<2, 4>(x, W, y, I, O, o, 0);
+    tile<2, M2>(x, W, y, I, O, o, 4);
+  }
+  for (; o < o1; ++o) {
+    tile<1, 4>(x, W, y, I, O, o, 0);
+    tile<1, M2>(x, W, y, I, O, o, 4);
+  }
+}
+
+// The row layout: one weight row at a time, read as one long sequential stream, applied to every row of x
+// (U accumulator sets hide the FMA latency when M is small). fp32 weights (twice the bytes: streaming them
+// is the bound) always take it; bf16 takes it only through skinny_linear_rows (A/B against the tiles).
+template <int M, int U, typename T>
+void stream_rows(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+  const int64_t step = 8 * U, Iu = I - I % step;
+  for (int64_t o = o0; o < o1; ++o) {
+    const T* w = W + o * I;
+    __m256 acc[U][M];
+    for (int u = 0; u < U; ++u)
+      for (int m = 0; m < M; ++m) acc[u][m] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < Iu; i += step) {
+      for (int u = 0; u < U; ++u) {
+        const __m256 wv = load8(w + i + 8 * u);
+        for (int m = 0; m < M; ++m)
+          acc[u][m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + m * I + i + 8 * u), acc[u][m]);
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      __m256 t = acc[0][m];
+      for (int u = 1; u < U; ++u) t = _mm256_add_ps(t, acc[u][m]);
+      float s = hsum(t);
+      for (int64_t i = Iu; i < I; ++i) s += widen(w[i]) * x[m * I + i];   // tail when I is not a multiple
+      put(y + m * O + o, s);
+    }
+  }
+}
+
+template <typename T>
+void stream(const float* x, const T* W, T* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+  switch (M) {
+    case 1: stream_rows<1, 4>(x, W, y, I, O, o0, o1); break;
+    case 2: stream_rows<2, 4>(x, W, y, I, O, o0, o1); break;
+    case 3: stream_rows<3, 2>(x, W, y, I, O, o0, o1); break;
+    case 4: stream_rows<4, 2>(x, W, y, I, O, o0, o1); break;
+    case 5: stream_rows<5, 1>(x, W, y, I, O, o0, o1); break;
+    case 6: stream_rows<6, 1>(x, W, y, I, O, o0, o1); break;
+    case 7: stream_rows<7, 1>(x, W, y, I, O, o0, o1); break;
+    default: stream_rows<8, 1>(x, W, y, I, O, o0, o1); break;
+  }
+}
+
+// bf16 weights: half the bytes, and one row at a time ran out of load slots from 3 rows of x up, so tiles.
+void tiled(const float* x, const at::BFloat16* W, at::BFloat16* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
+  switch (M) {
+    case 1: few<1>(x, W, y, I, O, o0, o1); break;
+    case 2: few<2>(x, W, y, I, O, o0, o1); break;
+    case 3: few<3>(x, W, y, I, O, o0, o1); break;
+    case 4: few<4>(x, W, y, I, O, o0, o1); break;
+    case 5: many<1>(x, W, y, I, O, o0, o1); break;
+    case 6: many<2>(x, W, y, I, O, o0, o1); break;
+    case 7: many<3>(x, W, y, I, O, o0, o1); break;
+    default: many<4>(x, W, y, I, O, o0, o1); break;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+inline void run(const float* xp, const T* wp, T* yp, int64_t M, int64_t I, int64_t O, bool row_layout) {
+  at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) {
+    if constexpr (std::is_same_v<T, float>) stream(xp, wp, yp, M, I, O, a, b);     // fp32: always rows
+    else if (row_layout) stream(xp, wp, yp, M, I, O, a, b);
+    else tiled(xp, wp, yp, M, I, O, a, b);
+  });
+}
+

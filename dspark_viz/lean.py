@@ -82,7 +82,8 @@ def _lean_forward(layer, ext):
     D, idx, scaling, act = at.head_dim, at.layer_idx, at.scaling, mlp.act_fn
     H, Hk = at.q_proj.weight.shape[0] // D, at.k_proj.weight.shape[0] // D
     eps1, eps2 = getattr(n1, "variance_epsilon", None), getattr(n2, "variance_epsilon", None)
-    state = {"fused": (fused_enabled() and hasattr(ext, "layer_qkv") and D % 8 == 0 and eps1 is not None
+    state = {"fused": (fused_enabled() and hasattr(ext, "layer_qkv") and D % 16 == 0 and eps1 is not None
+                       and at.q_proj.weight.shape[1] % 8 == 0 and mlp.gate_proj.weight.shape[0] % 8 == 0
                        and eps2 is not None and type(act).__name__ == "SiLUActivation")}
     from transformers import DynamicCache
     from transformers.models.llama.modeling_llama import rotate_half    # Mistral's is the same function

@@ -29,39 +29,36 @@ inline float to_t(float v) {                                     // round a floa
   else return static_cast<float>(at::BFloat16(v));
 }
 
-// out (M, d) fp32 holding T values = round(w ⊙ round(x · rsqrt(mean(x²) + eps))), as LlamaRMSNorm.
+// 8 lanes rounded to T and back: bf16 round-to-nearest-even on the bit pattern (NaN kept), as at::BFloat16.
 template <typename T>
-void rms_norm(const float* x, const T* w, float eps, float* out, int64_t M, int64_t d) {
-  for (int64_t m = 0; m < M; ++m) {
-    const float* xr = x + m * d;
-    float ss = 0.f;
-    for (int64_t i = 0; i < d; ++i) ss += xr[i] * xr[i];
-    const float r = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
-    for (int64_t i = 0; i < d; ++i) out[m * d + i] = to_t<T>(static_cast<float>(w[i]) * to_t<T>(xr[i] * r));
-  }
-}
-
-template <typename T>
-void widen_into(const T* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
-}
-
-// y (M, O) fp32 holding T values = round(x · Wᵀ): the kernel writes T, widened back for the next step.
-template <typename T>
-void matmul(const float* x, const T* W, float* y, int64_t M, int64_t I, int64_t O) {
+inline __m256 round8(__m256 v) {
   if constexpr (std::is_same_v<T, float>) {
-    run<float>(x, W, y, M, I, O, false);
+    return v;
   } else {
-    std::vector<T> yt(M * O);
-    run<T>(x, W, yt.data(), M, I, O, false);
-    widen_into(yt.data(), y, M * O);
+    const __m256i b = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_and_si256(_mm256_add_epi32(b, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))),
+                                       _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+    return _mm256_blendv_ps(_mm256_castsi256_ps(r), v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   }
 }
 
-// e^x for 8 lanes (x ≤ 0 here: scores minus their maximum): Cephes' expf, n·ln 2 + r with a degree-6
-// polynomial on r, within 2 ulp of std::exp — the softmax no longer waits on a scalar exp per key.
+// Store 8 lanes already holding T values (round8) as T.
+template <typename T>
+inline void store8(T* dst, __m256 v) {
+  if constexpr (std::is_same_v<T, float>) {
+    _mm256_storeu_ps(dst, v);
+  } else {
+    const __m256i b = _mm256_srli_epi32(_mm256_castps_si256(v), 16);               // the bf16 bits, 8 × u32
+    const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), p);
+  }
+}
+
+// e^x for 8 lanes: Cephes' expf, n·ln 2 + r with a degree-6 polynomial on r, within 2 ulp of std::exp
+// (inputs clamped to ±87.3, where e^x stays a normal float).
 inline __m256 exp8(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(87.3f));
   __m256 n = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
   x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
@@ -76,22 +73,82 @@ inline __m256 exp8(__m256 x) {
   return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-// Scores of NQ query rows against 8 keys at a time: kT (Dh, Sp) holds the keys transposed, so each FMA
-// takes one broadcast query element and 8 keys, with NQ independent accumulators (no horizontal sums).
-template <int NQ>
-void score_tile(const float* Q, const float* kT, int64_t Dh, int64_t Sp, int64_t n, float scale, float* sc) {
-  for (int64_t t = 0; t < n; t += 8) {
-    __m256 acc[NQ];
-    for (int i = 0; i < NQ; ++i) acc[i] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < Dh; ++j) {
-      const __m256 kv = _mm256_loadu_ps(kT + j * Sp + t);
-      for (int i = 0; i < NQ; ++i) acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(Q[i * Dh + j]), kv, acc[i]);
-    }
-    for (int i = 0; i < NQ; ++i) _mm256_storeu_ps(sc + i * Sp + t, _mm256_mul_ps(acc[i], _mm256_set1_ps(scale)));
+// Elementwise loops over n floats (n a multiple of 8: every row length here is; checked by the callers).
+template <typename T>
+void widen_into(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) _mm256_storeu_ps(dst + i, load8(src + i));
+}
+
+template <typename T>
+void residual(float* x, const float* y, int64_t n) {               // x = round(x + y)
+  for (int64_t i = 0; i < n; i += 8)
+    _mm256_storeu_ps(x + i, round8<T>(_mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i))));
+}
+
+template <typename T>
+void silu_gate(float* g, const float* u, int64_t n) {              // g = round(round(SiLU(g)) · u)
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(g + i);
+    const __m256 a = round8<T>(_mm256_div_ps(v, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), v)))));
+    _mm256_storeu_ps(g + i, round8<T>(_mm256_mul_ps(a, _mm256_loadu_ps(u + i))));
   }
 }
 
-// out[c0 .. c0 + 8·NV) = Σ_t p[t] · V[t, c0 …] over t < n, one accumulator per 8 columns.
+// out (M, d) fp32 holding T values = round(w ⊙ round(x · rsqrt(mean(x²) + eps))), as LlamaRMSNorm.
+template <typename T>
+void rms_norm(const float* x, const T* w, float eps, float* out, int64_t M, int64_t d) {
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xr = x + m * d;
+    __m256 ss = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d; i += 8) ss = _mm256_fmadd_ps(_mm256_loadu_ps(xr + i), _mm256_loadu_ps(xr + i), ss);
+    const __m256 r = _mm256_set1_ps(1.0f / std::sqrt(hsum(ss) / static_cast<float>(d) + eps));
+    for (int64_t i = 0; i < d; i += 8) {
+      const __m256 h = round8<T>(_mm256_mul_ps(_mm256_loadu_ps(xr + i), r));
+      _mm256_storeu_ps(out + m * d + i, round8<T>(_mm256_mul_ps(load8(w + i), h)));
+    }
+  }
+}
+
+// y (M, O) fp32 holding T values = round(x · Wᵀ): the kernel writes T, widened back for the next step.
+template <typename T>
+void matmul(const float* x, const T* W, float* y, int64_t M, int64_t I, int64_t O) {
+  if constexpr (std::is_same_v<T, float>) {
+    run<float>(x, W, y, M, I, O, false);
+  } else {
+    std::vector<T> yt(M * O);
+    run<T>(x, W, yt.data(), M, I, O, false);
+    widen_into(yt.data(), y, M * O);
+  }
+}
+
+// Scores of one query row q (Dh) against keys 0 … n − 1 of kf (S, Dh), four keys at a time (four
+// independent accumulators), scaled: s[t] = scale · q·k_t.
+inline void scores(const float* q, const float* kf, int64_t Dh, int64_t n, float scale, float* s) {
+  int64_t t = 0;
+  for (; t + 4 <= n; t += 4) {
+    const float* k = kf + t * Dh;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t j = 0; j < Dh; j += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + j);
+      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + j), a0);
+      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + Dh + j), a1);
+      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * Dh + j), a2);
+      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * Dh + j), a3);
+    }
+    s[t] = scale * hsum(a0);
+    s[t + 1] = scale * hsum(a1);
+    s[t + 2] = scale * hsum(a2);
+    s[t + 3] = scale * hsum(a3);
+  }
+  for (; t < n; ++t) {
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t j = 0; j < Dh; j += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), _mm256_loadu_ps(kf + t * Dh + j), a);
+    s[t] = scale * hsum(a);
+  }
+}
+
+// out[c0 .. c0 + 8·NV) = inv · Σ_t p[t] · V[t, c0 …] over t < n, one accumulator per 8 columns.
 template <int NV>
 void pv_cols(const float* p, const float* vf, int64_t Dh, int64_t n, int64_t c0, float inv, float* out) {
   __m256 acc[NV];
@@ -149,23 +206,26 @@ std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double 
   auto qo = torch::empty({1, H, M, Dh}, opt), ko = torch::empty({1, Hk, M, Dh}, opt),
        vo = torch::empty({1, Hk, M, Dh}, opt);
   // rotary: round(round(u·cos) + round(rotate_half(u)·sin)), rotate_half(u) = (−u₂, u₁) by halves
+  const __m256 neg = _mm256_set1_ps(-0.0f);
   auto rope = [&](const float* src, int64_t heads, T* dst) {
     for (int64_t hd = 0; hd < heads; ++hd)
       for (int64_t m = 0; m < M; ++m) {
         const float* u = src + m * heads * Dh + hd * Dh;
         T* o = dst + (hd * M + m) * Dh;
-        for (int64_t j = 0; j < Dh; ++j) {
-          const float rot = j < half ? -u[j + half] : u[j - half];
-          o[j] = T(to_t<T>(to_t<T>(u[j] * c[m * Dh + j]) + to_t<T>(rot * s[m * Dh + j])));
+        for (int64_t j = 0; j < Dh; j += 8) {
+          const __m256 rot = j < half ? _mm256_xor_ps(_mm256_loadu_ps(u + j + half), neg) : _mm256_loadu_ps(u + j - half);
+          const __m256 a = round8<T>(_mm256_mul_ps(_mm256_loadu_ps(u + j), _mm256_loadu_ps(c.data() + m * Dh + j)));
+          const __m256 b = round8<T>(_mm256_mul_ps(rot, _mm256_loadu_ps(s.data() + m * Dh + j)));
+          store8(o + j, round8<T>(_mm256_add_ps(a, b)));
         }
       }
   };
   rope(q.data(), H, qo.data_ptr<T>());
   rope(k.data(), Hk, ko.data_ptr<T>());
-  T* vp = vo.data_ptr<T>();
+  T* vp = vo.data_ptr<T>();                                   // v is already rounded to T by the kernel
   for (int64_t g = 0; g < Hk; ++g)
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t j = 0; j < Dh; ++j) vp[(g * M + m) * Dh + j] = T(v[m * Hk * Dh + g * Dh + j]);
+      for (int64_t j = 0; j < Dh; j += 8) store8(vp + (g * M + m) * Dh + j, _mm256_loadu_ps(v.data() + m * Hk * Dh + g * Dh + j));
   return {qo, ko, vo};
 }
 
@@ -175,43 +235,36 @@ torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch
                         torch::Tensor Wd) {
   const int64_t M = x.size(1), d = x.size(2), H = q.size(1), Dh = q.size(3), Hk = K.size(1), S = K.size(2);
   const int64_t rep = H / Hk, past = S - M, F = Wg.size(0);
-  const int64_t Sp = (S + 7) / 8 * 8, R = rep * M;           // keys padded to a multiple of 8; query rows per kv head
-  std::vector<float> qf(H * M * Dh), kT(Dh * Sp, 0.f), vf(S * Dh), sc(R * Sp), orow(Dh), o(M * H * Dh);
+  const int64_t R = rep * M;                                  // query rows per kv head
+  std::vector<float> qf(H * M * Dh), kf(S * Dh), vf(S * Dh), sc(S), orow(Dh), o(M * H * Dh);
   widen_into(q.data_ptr<T>(), qf.data(), H * M * Dh);         // (H, M, Dh): a kv head's R query rows adjacent
   const T* Kp = K.data_ptr<T>();
   const T* Vp = V.data_ptr<T>();
-  const float sc_ = static_cast<float>(scale);
+  const float scf = static_cast<float>(scale);
   for (int64_t g = 0; g < Hk; ++g) {                          // keys and values widened once per kv head
-    for (int64_t t = 0; t < S; ++t)
-      for (int64_t j = 0; j < Dh; ++j) kT[j * Sp + t] = static_cast<float>(Kp[(g * S + t) * Dh + j]);
+    widen_into(Kp + g * S * Dh, kf.data(), S * Dh);
     widen_into(Vp + g * S * Dh, vf.data(), S * Dh);
-    const float* Qg = qf.data() + g * R * Dh;                  // row i: head g·rep + i / M, query i % M
-    int64_t i = 0;
-    for (; i + 8 <= R; i += 8) score_tile<8>(Qg + i * Dh, kT.data(), Dh, Sp, S, sc_, sc.data() + i * Sp);
-    for (; i + 4 <= R; i += 4) score_tile<4>(Qg + i * Dh, kT.data(), Dh, Sp, S, sc_, sc.data() + i * Sp);
-    for (; i < R; ++i) score_tile<1>(Qg + i * Dh, kT.data(), Dh, Sp, S, sc_, sc.data() + i * Sp);
-    for (int64_t r = 0; r < R; ++r) {
-      const int64_t hd = g * rep + r / M, m = r % M;
-      softmax_pv(sc.data() + r * Sp, vf.data(), Dh, past + m + 1, orow.data());   // causal: keys 0 … past + m
+    for (int64_t r = 0; r < R; ++r) {                         // row r: head g·rep + r / M, query r % M
+      const int64_t hd = g * rep + r / M, m = r % M, n = past + m + 1;    // causal: keys 0 … past + m
+      scores(qf.data() + (hd * M + m) * Dh, kf.data(), Dh, n, scf, sc.data());
+      softmax_pv(sc.data(), vf.data(), Dh, n, orow.data());
       float* dst = o.data() + m * H * Dh + hd * Dh;            // (M, H·Dh): heads side by side
-      for (int64_t j = 0; j < Dh; ++j) dst[j] = to_t<T>(orow[j]);
+      for (int64_t j = 0; j < Dh; j += 8) _mm256_storeu_ps(dst + j, round8<T>(_mm256_loadu_ps(orow.data() + j)));
     }
   }
   std::vector<float> xf(M * d), y(M * d), h(M * d), gt(M * F), up(M * F);
   widen_into(x.data_ptr<T>(), xf.data(), M * d);
   matmul<T>(o.data(), Wo.data_ptr<T>(), y.data(), M, H * Dh, d);
-  for (int64_t i = 0; i < M * d; ++i) xf[i] = to_t<T>(xf[i] + y[i]);                 // residual
+  residual<T>(xf.data(), y.data(), M * d);
   rms_norm<T>(xf.data(), ln_w.data_ptr<T>(), static_cast<float>(eps), h.data(), M, d);
   matmul<T>(h.data(), Wg.data_ptr<T>(), gt.data(), M, d, F);
   matmul<T>(h.data(), Wu.data_ptr<T>(), up.data(), M, d, F);
-  for (int64_t i = 0; i < M * F; ++i) {
-    const float a = to_t<T>(gt[i] / (1.0f + std::exp(-gt[i])));                       // SiLU
-    gt[i] = to_t<T>(a * up[i]);
-  }
+  silu_gate<T>(gt.data(), up.data(), M * F);
   matmul<T>(gt.data(), Wd.data_ptr<T>(), y.data(), M, F, d);
   auto out = torch::empty({1, M, d}, x.options());
   T* op = out.data_ptr<T>();
-  for (int64_t i = 0; i < M * d; ++i) op[i] = T(xf[i] + y[i]);                        // residual, rounded once
+  for (int64_t i = 0; i < M * d; i += 8)                                               // residual, rounded once
+    store8(op + i, round8<T>(_mm256_add_ps(_mm256_loadu_ps(xf.data() + i), _mm256_loadu_ps(y.data() + i))));
   return out;
 }
 
@@ -231,7 +284,8 @@ std::vector<torch::Tensor> layer_qkv(torch::Tensor x, torch::Tensor ln_w, double
   TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "layer_qkv: float32 or bfloat16");
   TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8, "layer_qkv: x (1, 1..8, d)");
   TORCH_CHECK(cos.dim() == 3 && cos.size(1) == x.size(1) && cos.sizes() == sin.sizes(), "layer_qkv: cos, sin (1, M, Dh)");
-  TORCH_CHECK(cos.size(2) % 8 == 0 && Wq.size(0) == H * cos.size(2) && Wk.size(0) == Hk * cos.size(2) &&
+  TORCH_CHECK(x.size(2) % 8 == 0, "layer_qkv: hidden size a multiple of 8");
+  TORCH_CHECK(cos.size(2) % 16 == 0 && Wq.size(0) == H * cos.size(2) && Wk.size(0) == Hk * cos.size(2) &&
               Wv.size(0) == Wk.size(0), "layer_qkv: projection sizes");
   check_layer_args({x, ln_w, Wq, Wk, Wv, cos, sin}, dt);
   return dt == at::kFloat ? qkv_impl<float>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk)
@@ -247,6 +301,7 @@ torch::Tensor layer_rest(torch::Tensor x, torch::Tensor q, torch::Tensor K, torc
   TORCH_CHECK(q.dim() == 4 && K.dim() == 4 && K.sizes() == V.sizes() && q.size(2) == x.size(1) &&
               q.size(1) % K.size(1) == 0 && K.size(2) >= x.size(1) && q.size(3) == K.size(3) &&
               q.size(3) % 8 == 0, "layer_rest: q (1, H, M, Dh), K/V (1, Hk, S ≥ M, Dh)");
+  TORCH_CHECK(x.size(2) % 8 == 0 && Wg.size(0) % 8 == 0, "layer_rest: hidden and MLP sizes multiples of 8");
   check_layer_args({x, q, K, V, Wo, ln_w, Wg, Wu, Wd}, dt);
   return dt == at::kFloat ? rest_impl<float>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd)
                           : rest_impl<at::BFloat16>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd);

@@ -135,14 +135,15 @@ def linear_widened(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     return y.to(torch.bfloat16)
 
 
-def applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether linear(x, weight) may take the kernel: fp32 or bf16 (alike) on CPU, 2…8 rows, no autograd."""
+def applies(x: torch.Tensor, weight: torch.Tensor, min_rows: int = MIN_ROWS) -> bool:
+    """Whether linear(x, weight) may take the kernel: fp32 or bf16 (alike) on CPU, min_rows…8 rows (the target:
+    2, so one-token steps keep torch's path; the drafters: 1), no autograd."""
     if x.dtype != weight.dtype or x.dtype not in DTYPES or x.device.type != "cpu":
         return False
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
         return False
     rows = x.numel() // max(x.shape[-1], 1)
-    return MIN_ROWS <= rows <= MAX_ROWS and weight.is_contiguous()
+    return min_rows <= rows <= MAX_ROWS and weight.is_contiguous()
 
 
 def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -166,13 +167,14 @@ def row_layout(ext):
         ext.skinny_linear = tiles
 
 
-def patch_linears(model: torch.nn.Module, ext) -> int:
+def patch_linears(model: torch.nn.Module, ext, min_rows: int = MIN_ROWS) -> int:
     """Route every nn.Linear of ``model`` through the kernel when it applies (``ext`` None: only the wide bf16
-    path); returns how many."""
+    path); returns how many. min_rows = 1 (the drafters) also sends one-row products there: in bf16 on a CPU
+    without bf16 matrix instructions torch's one-row product is several times slower than the kernel."""
     n = 0
     for mod in model.modules():
         if isinstance(mod, torch.nn.Linear) and "forward" not in mod.__dict__:
-            mod.forward = _patched(mod, ext)
+            mod.forward = _patched(mod, ext, min_rows)
             n += 1
     return n
 
@@ -189,11 +191,11 @@ def stock_linears(model: torch.nn.Module):
             m.forward = f
 
 
-def _patched(mod: torch.nn.Linear, ext):
+def _patched(mod: torch.nn.Linear, ext, min_rows: int = MIN_ROWS):
     stock = torch.nn.functional.linear
 
     def forward(x: torch.Tensor) -> torch.Tensor:                        # x (..., I) → (..., O)
-        if ext is not None and applies(x, mod.weight):
+        if ext is not None and applies(x, mod.weight, min_rows):
             return linear(ext, x, mod.weight, mod.bias)
         if wide_bf16(x, mod.weight):
             return linear_widened(x, mod.weight, mod.bias, ext)

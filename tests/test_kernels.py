@@ -204,3 +204,33 @@ def test_bf16_tiles_and_row_layout_agree(ext, rows):
     with kernels.row_layout(ext):
         ref = ext.skinny_linear(xf, wf)
     assert torch.equal(ext.skinny_linear(xf, wf), ref)
+
+
+@pytest.mark.slow
+def test_drafter_one_row_products_take_the_kernel(real_target, monkeypatch):
+    """Drafters send one-row products (head steps, a one-token context extension) through the kernel; the
+    target keeps torch's path for one-token steps (HF `generate` and plain decoding stay stock)."""
+    from dspark_viz.drafters import load_drafter
+
+    dr = load_drafter("dspark", real_target)
+    ext = getattr(dr.model, "fast_matmul", None)
+    if ext is None:
+        pytest.skip("kernel not in use")
+    calls, real = [], ext.skinny_linear
+
+    def spy(a, w):
+        calls.append(a.shape[0])
+        return real(a, w)
+
+    monkeypatch.setattr(ext, "skinny_linear", spy)
+    lin = dr.model.backbone.fc
+    x = torch.randn(1, lin.in_features)
+    with torch.inference_mode():
+        y = lin(x)
+    assert calls == [1]
+    assert torch.allclose(y, x @ lin.weight.T, rtol=1e-4, atol=1e-4)
+    calls.clear()
+    up = real_target.model.model.layers[0].mlp.up_proj
+    with torch.inference_mode():
+        up(torch.randn(1, up.in_features))
+    assert calls == []

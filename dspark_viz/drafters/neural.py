@@ -114,8 +114,8 @@ def load_drafter_file(path: str | Path, target, name: str | None = None) -> Neur
     model.W_vd = model.W_vd.to(next(model.parameters()).dtype)
     if getattr(target, "matmul_path", "stock") == "skinny-kernel":      # the target's few-row kernel, here too
         ext = kernels.load()
-        if ext is not None:
-            kernels.patch_linears(model, ext)
+        if ext is not None:                                            # one-row products too (head steps, fuse)
+            kernels.patch_linears(model, ext, min_rows=1)
             model.fast_matmul = ext
     return NeuralDrafter(model, name or card["algo"], target, card)
 

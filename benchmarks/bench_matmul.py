@@ -1,13 +1,14 @@
 """A/B of a verification-path optimisation on the embedded target: one forward of n = 1…8 new tokens after a
 256-token cache, the stock path vs the optimised one, interleaved in one process.
 
-    python benchmarks/bench_matmul.py [--what matmul|attention|layers] [--dtype fp32|bf16] [--threads 1]
+    python benchmarks/bench_matmul.py [--what matmul|attention|layers|kernel|fused] [--dtype fp32|bf16] [--threads 1]
                                       [--repeats 9] [--json OUT.json]
 
 ``--what matmul`` (default): stock torch matmuls vs the few-row kernel (dspark_viz/kernels.py);
 ``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/attention.py);
 ``--what layers``: transformers' decoder-layer forward vs the lean one (dspark_viz/lean.py);
-``--what kernel``: the kernel's row layout vs its register tiles (bf16; fp32 runs rows in both columns).
+``--what kernel``: the kernel's row layout vs its register tiles (bf16; fp32 runs rows in both columns);
+``--what fused``: the lean Python layer forward vs the fused native one (csrc/decoder_layer.h, lean.unfused).
 
 Prints the median ms per forward for each path, their ratio, the cost of n tokens relative to one token
 (what the scheduler's SPS profile sees), and the largest logit difference between the two paths.
@@ -35,7 +36,7 @@ def forward_ms(target, ctx: list[int], n: int, stock: bool, what: str = "matmul"
     cache, _ = target.prefill(ctx)
     x = torch.tensor([[ctx[-1]] * n])                                    # (1, n)
     off = {"matmul": kernels.stock_linears, "attention": attention.stock_attention, "layers": lean.stock_layers,
-           "kernel": lambda model: kernels.row_layout(kernels.load())}[what]
+           "kernel": lambda model: kernels.row_layout(kernels.load()), "fused": lean.unfused}[what]
     with off(target.model) if stock else contextlib.nullcontext():
         t0 = time.perf_counter()
         out = target.forward(x, cache)
@@ -49,7 +50,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--context", type=int, default=256)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--what", choices=["matmul", "attention", "layers", "kernel"], default="matmul")
+    ap.add_argument("--what", choices=["matmul", "attention", "layers", "kernel", "fused"], default="matmul")
     ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -58,6 +59,8 @@ def main() -> None:
         raise SystemExit(f"the kernel is not in use here ({target.matmul_path}); nothing to compare")
     if a.what == "attention" and target.attention_path != "packed-gqa":
         raise SystemExit(f"packed attention is not in use here ({target.attention_path}); nothing to compare")
+    if a.what == "fused" and not lean.fused(target.model):
+        raise SystemExit("fused layers are not in use here; nothing to compare")
     if a.what == "layers" and target.layer_path != "lean":
         raise SystemExit(f"lean layers are not in use here ({target.layer_path}); nothing to compare")
     g = torch.Generator().manual_seed(0)
@@ -76,11 +79,11 @@ def main() -> None:
             diff = max(diff, float((ref - kern).abs().max()))
         rows.append(dict(n=n, stock_ms=statistics.median(s_ms), fast_ms=statistics.median(k_ms), max_abs_logit_diff=diff))
     one_s, one_f = rows[0]["stock_ms"], rows[0]["fast_ms"]
-    new = {"matmul": "kernel", "attention": "packed", "layers": "lean", "kernel": "tiles"}[a.what]
+    new = {"matmul": "kernel", "attention": "packed", "layers": "lean", "kernel": "tiles", "fused": "fused"}[a.what]
     print(f"embedded target, {a.dtype}, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}, "
           f"A/B: {a.what} (matmuls: {target.matmul_path}, attention: {target.attention_path}, "
           f"layers: {target.layer_path})")
-    old = "rows" if a.what == "kernel" else "stock"
+    old = {"kernel": "rows", "fused": "lean"}.get(a.what, "stock")
     print(f"{'n':>2} {old + ' ms':>9} {new + ' ms':>10} {new + '/' + old:>13} {old + ' n/1':>10} {new + ' n/1':>11} {'max|Δlogit|':>12}")
     for r in rows:
         print(f"{r['n']:>2} {r['stock_ms']:9.1f} {r['fast_ms']:10.1f} {r['fast_ms'] / r['stock_ms']:13.2f} "

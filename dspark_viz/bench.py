@@ -204,6 +204,9 @@ def machine_info(target=None) -> dict:
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
                     matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"),
                     layers=getattr(target, "layer_path", "stock"))
+        if info["layers"] == "lean":                    # fused native layers (recorded from session 8 on)
+            from .lean import fused
+            info["layers"] = "lean+fused" if fused(target.model) else "lean"
         if str(target.device) == "cpu":                 # kernels.wide_bf16 in force (recorded from session 6 on)
             from .kernels import native_bf16_gemm
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"

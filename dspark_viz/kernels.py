@@ -8,8 +8,12 @@ to fp32 in registers with fp32 sums — half the bytes of fp32, so bf16 forwards
 In bf16 it works in register tiles of a few weight rows × up to 4 tokens with software prefetch
 (``LAYOUT``; the row layout stays for A/B: ``row_layout``, ``benchmarks/bench_matmul.py --what kernel``).
 
+The same extension carries the fused decoder layer (``csrc/decoder_layer.h``, used by lean.py): norm, rotary,
+attention and the SiLU gate as native loops around these products, two calls per layer.
+
 It is compiled on first use with torch's C++ extension loader into ``$DSPARK_CACHE/kernels`` (about a
-minute once; ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors, 2…8 rows,
+minute once; ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors, 2…8 rows (1…8 for
+the drafters' own products),
 no autograd. Anywhere else — one-token forwards, prefill, CUDA, training — the stock path runs.
 If it cannot be built (no compiler, no AVX2) decoding falls back to stock with one warning;
 ``DSPARK_SKINNY=0`` turns it off (the benchmark A/Bs it that way).

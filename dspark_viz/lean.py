@@ -101,7 +101,7 @@ def _lean_forward(layer, ext):
             return stock(hidden_states, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                          use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
         x = hidden_states                                                          # (b, q, d)
-        if state["fused"] and b == 1 and _plain_causal(attention_mask, q):
+        if state["fused"] and b == 1 and n1.weight.dtype == x.dtype and _plain_causal(attention_mask, q):
             cos, sin = position_embeddings                                         # (1, q, D) each
             qs, ks, vs = ext.layer_qkv(x.contiguous(), n1.weight, eps1, at.q_proj.weight, at.k_proj.weight,
                                        at.v_proj.weight, cos.contiguous(), sin.contiguous(), H, Hk)

@@ -150,3 +150,28 @@ def test_fused_target_forward_agrees_with_stock(real_target):
         stock = _forward(t, ids, new)
     assert float((fused.logits - stock.logits).abs().max()) < 1e-3
     assert torch.allclose(fused.features, stock.features, rtol=1e-4, atol=1e-3)
+
+
+def test_sliding_window_model_stays_correct():
+    """A Mistral with a small sliding window: its mask is not one sequence's plain causal mask once the context
+    passes the window, so the fused path steps aside (or, on a trimming cache, finishes in Python)."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from dspark_viz import attention, kernels
+
+    ext = kernels.load()
+    if ext is None or not hasattr(ext, "layer_qkv"):
+        pytest.skip("kernel extension not built on this machine")
+    torch.manual_seed(1)
+    cfg = MistralConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                        sliding_window=16, attn_implementation="sdpa")
+    model = MistralForCausalLM(cfg).eval()
+    kernels.patch_linears(model, ext)
+    assert attention.install(model) and lean.install(model, ext)
+    for n_ctx in (10, 37):                              # inside the window (fused) and past it (Python path)
+        ctx, new = [int(i) for i in torch.randint(0, 97, (n_ctx,))], [5, 7, 11]
+        fast = _logits(model, ctx, new)
+        with lean.stock_layers(model):
+            stock = _logits(model, ctx, new)
+        assert float((fast - stock).abs().max()) <= 1e-5 * float(stock.abs().max())

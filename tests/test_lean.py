@@ -175,3 +175,28 @@ def test_sliding_window_model_stays_correct():
         with lean.stock_layers(model):
             stock = _logits(model, ctx, new)
         assert float((fast - stock).abs().max()) <= 1e-5 * float(stock.abs().max())
+
+
+def test_native_layer_rejects_misfitting_arguments():
+    from dspark_viz import kernels
+
+    ext = kernels.load()
+    if ext is None or not hasattr(ext, "layer_qkv"):
+        pytest.skip("kernel extension not built on this machine")
+    d, H, Hk, D, F, M, S = 64, 4, 2, 16, 96, 3, 10
+    x, ln = torch.randn(1, M, d), torch.ones(d)
+    cos = sin = torch.randn(1, M, D)
+    Wq, Wk = torch.randn(H * D, d), torch.randn(Hk * D, d)
+    q, k, v = ext.layer_qkv(x, ln, 1e-5, Wq, Wk, Wk.clone(), cos, sin, H, Hk)
+    assert q.shape == (1, H, M, D) and k.shape == v.shape == (1, Hk, M, D)
+    with pytest.raises(RuntimeError, match="inner sizes"):
+        ext.layer_qkv(x, ln, 1e-5, torch.randn(H * D, d + 8), Wk, Wk, cos, sin, H, Hk)
+    with pytest.raises(RuntimeError, match="one dtype"):
+        ext.layer_qkv(x.bfloat16(), ln, 1e-5, Wq, Wk, Wk, cos, sin, H, Hk)
+    K = V = torch.randn(1, Hk, S, D)
+    Wo, Wg, Wd = torch.randn(d, H * D), torch.randn(F, d), torch.randn(d, F)
+    assert ext.layer_rest(x, q, K, V, 0.25, Wo, ln, 1e-5, Wg, Wg.clone(), Wd).shape == (1, M, d)
+    with pytest.raises(RuntimeError, match="MLP shapes"):
+        ext.layer_rest(x, q, K, V, 0.25, Wo, ln, 1e-5, Wg, Wg, torch.randn(d, F + 8))
+    with pytest.raises(RuntimeError, match="S ≥ M"):
+        ext.layer_rest(x, q, K[:, :, :2], V[:, :, :2], 0.25, Wo, ln, 1e-5, Wg, Wg, Wd)

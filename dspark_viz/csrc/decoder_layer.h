@@ -9,7 +9,7 @@
 //   layer_rest: o = softmax(q·Kᵀ·scale, causal) · V; x += o·W_oᵀ; h = RMSNorm₂(x);
 //               x += (SiLU(h·W_gᵀ) ⊙ h·W_uᵀ)·W_dᵀ                                       → x
 //
-// Rounding follows transformers' Llama layer in the model's dtype T: every tensor that layer materialises
+// Rounding follows transformers' Llama layer in the model's dtype T (round8): every tensor that layer materialises
 // (norm output, q/k/v, each rotary product and their sum, attention output, residual sums, the SiLU and the
 // gate product) is rounded to T here at the same point; inside, sums are fp32 as in torch's CPU kernels.
 // Only summation orders differ (the RMS mean, the attention's softmax), so logits agree with the stock
@@ -22,12 +22,6 @@
 #include <vector>
 
 namespace {
-
-template <typename T>
-inline float to_t(float v) {                                     // round a float to T and back (exact for fp32)
-  if constexpr (std::is_same_v<T, float>) return v;
-  else return static_cast<float>(at::BFloat16(v));
-}
 
 // 8 lanes rounded to T and back: bf16 round-to-nearest-even on the bit pattern (NaN kept), as at::BFloat16.
 template <typename T>
@@ -287,6 +281,9 @@ std::vector<torch::Tensor> layer_qkv(torch::Tensor x, torch::Tensor ln_w, double
   TORCH_CHECK(x.size(2) % 8 == 0, "layer_qkv: hidden size a multiple of 8");
   TORCH_CHECK(cos.size(2) % 16 == 0 && Wq.size(0) == H * cos.size(2) && Wk.size(0) == Hk * cos.size(2) &&
               Wv.size(0) == Wk.size(0), "layer_qkv: projection sizes");
+  const int64_t d = x.size(2);
+  TORCH_CHECK(ln_w.numel() == d && Wq.size(1) == d && Wk.size(1) == d && Wv.size(1) == d,
+              "layer_qkv: norm and projection inner sizes must equal the hidden size");
   check_layer_args({x, ln_w, Wq, Wk, Wv, cos, sin}, dt);
   return dt == at::kFloat ? qkv_impl<float>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk)
                           : qkv_impl<at::BFloat16>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk);
@@ -302,6 +299,10 @@ torch::Tensor layer_rest(torch::Tensor x, torch::Tensor q, torch::Tensor K, torc
               q.size(1) % K.size(1) == 0 && K.size(2) >= x.size(1) && q.size(3) == K.size(3) &&
               q.size(3) % 8 == 0, "layer_rest: q (1, H, M, Dh), K/V (1, Hk, S ≥ M, Dh)");
   TORCH_CHECK(x.size(2) % 8 == 0 && Wg.size(0) % 8 == 0, "layer_rest: hidden and MLP sizes multiples of 8");
+  const int64_t d = x.size(2), F = Wg.size(0), HD = q.size(1) * q.size(3);
+  TORCH_CHECK(Wo.size(0) == d && Wo.size(1) == HD && ln_w.numel() == d && Wg.size(1) == d &&
+              Wu.size(0) == F && Wu.size(1) == d && Wd.size(0) == d && Wd.size(1) == F,
+              "layer_rest: o-projection, norm and MLP shapes do not fit x and q");
   check_layer_args({x, q, K, V, Wo, ln_w, Wg, Wu, Wd}, dt);
   return dt == at::kFloat ? rest_impl<float>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd)
                           : rest_impl<at::BFloat16>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd);

@@ -127,7 +127,11 @@ def _drafter(target, name: str):
 
     key = (id(target), name)
     if key not in _LOADED:
-        _LOADED[key] = load_drafter(name, target)
+        d = load_drafter(name, target)
+        for x in (d, getattr(d, "neural", None)):     # speed only: no per-slot top-k for the charts
+            if hasattr(x, "diagnostics"):
+                x.diagnostics = False
+        _LOADED[key] = d
     return _LOADED[key]
 
 

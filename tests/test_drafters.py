@@ -285,3 +285,23 @@ def test_a_drafter_card_file_loads_by_path_with_its_calibration(tiny, tmp_path):
         load_drafter(str(tmp_path / "absent.json"), t)
     with pytest.raises(ValueError, match="unknown drafter"):
         load_drafter("mine", t)
+
+
+@pytest.mark.parametrize("algo", ["dspark", "eagle"])
+def test_diagnostics_off_drafts_the_same(tiny, algo, tmp_path):
+    """diagnostics=False (the bench) skips the per-slot top-k for the charts and changes nothing else: same
+    tokens, same distributions (over the full vocabulary, zero outside the draft vocabulary), same confidences."""
+    t, seqs = tiny
+    path = tmp_path / f"{algo}.json"
+    save_drafter(make(t, seqs, algo), t, path, {"train": {"steps": 1}})
+    d = load_drafter_file(path, t)
+    prompt = seqs[1]["ids"][:8].tolist()
+    on = speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=12, temperature=1.0, seed=3)
+    d.diagnostics = False
+    off = speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=12, temperature=1.0, seed=3)
+    assert on.output_ids == off.output_ids
+    for a, b in zip(on.rounds, off.rounds):
+        assert [x.token for x in a.drafts] == [x.token for x in b.drafts]
+        assert [x.p_draft for x in a.drafts] == [x.p_draft for x in b.drafts]
+        assert [x.confidence for x in a.drafts] == [x.confidence for x in b.drafts]
+        assert all(x.diag for x in a.drafts) and not any(x.diag for x in b.drafts)

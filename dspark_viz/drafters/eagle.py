@@ -15,7 +15,7 @@ import torch.nn as nn
 from ..config import DrafterConfig
 from ..sampling import probs_from_logits, sample
 from .backbone import DraftLayer, RMSNorm, rope_cos_sin
-from .dspark import register_draft_vocab, vocab_logits
+from .dspark import full_vocab_rows, register_draft_vocab, vocab_logits
 
 
 class EagleModel(nn.Module):
@@ -87,7 +87,6 @@ class EagleModel(nn.Module):
         dev, g = self.W_vd.device, self.cfg.gamma
         n0 = st["k"].shape[1]
         assert n0 == anchor_pos - 1, "EAGLE context must hold entries up to anchor_pos − 2"
-        V = self.embed.shape[0]
         k_all, v_all = st["k"], st["v"]
         f, tok, toks, diags, rows = st["pending"][None], anchor, [], [], []          # rows: γ × (V_d,)
         for i in range(g):
@@ -106,6 +105,4 @@ class EagleModel(nn.Module):
                 diags.append({"ids": self.vocab_ids[top].tolist(), "U": logits[top].tolist(),
                               "B": [0.0] * 8, "chosen": tok})
             f = out                                                                    # own hidden feeds the next step
-        p_full = torch.zeros(g, V, device=dev)                                         # (γ, V)
-        p_full[:, self.vocab_ids] = torch.stack(rows)                                  # one scatter
-        return toks, p_full, None, (diags or None)
+        return toks, full_vocab_rows(self, rows), None, (diags or None)               # p (γ, V)

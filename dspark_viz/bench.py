@@ -208,6 +208,7 @@ def machine_info(target=None) -> dict:
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
                     matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"),
                     layers=getattr(target, "layer_path", "stock"))
+        info["draft_diagnostics"] = "off"              # see _drafter (recorded from session 8's later runs on)
         if info["layers"] == "lean":                    # fused native layers (recorded from session 8 on)
             from .lean import fused
             info["layers"] = "lean+fused" if fused(target.model) else "lean"
@@ -500,7 +501,9 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "method@dtype. tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
              "at the same temperature and the same dtype (in a mixed run: `generate`'s fastest dtype); τ: committed tokens per verification round; the split is "
              "our loop's wall time in draft / verify (target forward + acceptance) / schedule / other; "
-             "=hf: outputs identical to `generate`'s (greedy only).", "",
+             "=hf: outputs identical to `generate`'s (greedy only). Neural drafters skip the per-slot top-k "
+             "diagnostics only the charts read (`NeuralDrafter.diagnostics`; runs recorded before this was switched "
+             "off, the session-8 tables included, drafted with them on: machine.draft_diagnostics says which).", "",
              "Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, CPU) go through dspark_viz's compiled "
              "few-row kernel (dspark_viz/kernels.py), installed on the one target every method shares (`kernel rows`: "
              "each weight row is read once and applied to every token; `kernel tiles`, bf16 from session 7 on: "

@@ -502,8 +502,8 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "at the same temperature and the same dtype (in a mixed run: `generate`'s fastest dtype); τ: committed tokens per verification round; the split is "
              "our loop's wall time in draft / verify (target forward + acceptance) / schedule / other; "
              "=hf: outputs identical to `generate`'s (greedy only). Neural drafters skip the per-slot top-k "
-             "diagnostics only the charts read (`NeuralDrafter.diagnostics`; runs recorded before this was switched "
-             "off, the session-8 tables included, drafted with them on: machine.draft_diagnostics says which).", "",
+             "diagnostics only the charts read (`NeuralDrafter.diagnostics`, off in the bench from session 8's last "
+             "two runs on; every earlier run drafted with them on; the JSON's machine.draft_diagnostics records it).", "",
              "Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, CPU) go through dspark_viz's compiled "
              "few-row kernel (dspark_viz/kernels.py), installed on the one target every method shares (`kernel rows`: "
              "each weight row is read once and applied to every token; `kernel tiles`, bf16 from session 7 on: "

@@ -176,6 +176,7 @@ def add_profile(sub) -> None:
     p.add_argument("--bmax", type=int, default=64)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ctx-len", type=int, default=256)
+    p.add_argument("--no-drafters", action="store_true", help="skip timing the shipped drafters' proposals")
     p.add_argument("--out", default=None, help="default on CPU: assets/profiles/cpu.json (fp32 with the few-row "
                    "kernel), cpu-stock.json (fp32, DSPARK_SKINNY=0), cpu-bf16[-stock].json (--dtype bf16)")
     _common(p)
@@ -191,10 +192,17 @@ def run_profile(a) -> None:
             raise SystemExit("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
         a.out = str(cpu_profile_file(str(target.dtype), target.matmul_path))
     prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
+    if not a.no_drafters:                     # the neural drafters' proposal cost, read by the hybrid's arbiter
+        from .drafters import NEURAL
+        from .engine import measure_draft_costs
+
+        prof.meta["draft_s"] = measure_draft_costs(target, NEURAL, repeats=a.repeats, ctx_len=a.ctx_len)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     prof.save(a.out)
     for b, s in zip(prof.batch, prof.sps):
         print(f"B={b:4d}  {s:8.2f} steps/s  {1000 / s:8.1f} ms")
+    for name, sec in prof.meta.get("draft_s", {}).items():
+        print(f"draft {name:10s} {1000 * sec:8.1f} ms per proposal")
     print(f"saved {a.out}")
 
 

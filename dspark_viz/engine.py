@@ -264,6 +264,44 @@ def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256
                                                     torch=torch.__version__, when=time.strftime("%Y-%m-%d")))
 
 
+def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len: int = 256,
+                        text: str = "The quick brown fox jumps over the lazy dog. ") -> dict[str, float]:
+    """Median seconds of one proposal (γ drafts at T = 1, chart diagnostics off) after a ctx_len-token context,
+    per drafter name; a name that does not load for this target is left out. The hybrid drafter prices its
+    neural proposal with these (drafters/hybrid.py), so it is part of the hardware profile, like SPS(B)."""
+    import torch
+
+    from .drafters import load_drafter
+    from .drafters.base import Context
+
+    ids = list(target.encode(text))
+    if not ids:
+        raise ValueError("the profiling text encodes to no tokens")
+    ids = (ids * (ctx_len // len(ids) + 1))[:ctx_len]
+    device = getattr(target, "device", "cpu")
+    _, out = target.prefill(ids, features=True, last_only=True)
+    out_s: dict[str, float] = {}
+    for name in names:
+        try:
+            d = load_drafter(name, target)
+        except (ValueError, FileNotFoundError, OSError):
+            continue
+        if hasattr(d, "diagnostics"):
+            d.diagnostics = False
+        st = d.begin(Context(ids, out.features[0] if out.features is not None else None))
+        g = torch.Generator().manual_seed(0)
+        times = []
+        for i in range(1 + repeats):                      # the first proposal warms up
+            _sync(device)
+            t0 = time.perf_counter()
+            d.propose(st, ids[-1], len(ids), 1.0, g)
+            _sync(device)
+            if i:
+                times.append(time.perf_counter() - t0)
+        out_s[name] = statistics.median(times)
+    return out_s
+
+
 # -- simulation ---------------------------------------------------------------------------------
 @dataclass
 class SimRound:

@@ -143,3 +143,24 @@ def test_hybrid_greedy_equals_plain_on_the_real_target(real_target):
         assert sp.output_ids == pl.output_ids
         used.update(r.source for r in sp.rounds)
     assert used["lookup"] > 0 and used["neural"] + used["none"] > 0, used
+
+
+def test_neural_draft_cost_comes_from_the_profile(draft4):
+    """The arbiter prices the neural proposal with the time `dspark-viz profile` measured for that drafter
+    (meta["draft_s"]); an explicit cost wins; without either, a quarter of a one-token step."""
+    dr = _table_drafter(draft4)
+    dr.name = "mine"
+    timed = SPSProfile("timed", STEEP.batch, STEEP.sps, meta={"draft_s": {"mine": 0.004, "other": 0.5}})
+    assert HybridDrafter(dr, timed, neural_tau=1.5).neural_draft_s == pytest.approx(0.004)
+    assert HybridDrafter(dr, timed, neural_tau=1.5, neural_draft_s=0.02).neural_draft_s == pytest.approx(0.02)
+    assert HybridDrafter(dr, STEEP, neural_tau=1.5).neural_draft_s == pytest.approx(0.25 * STEEP.step_time(1))
+    cheap, dear = HybridDrafter(dr, timed, neural_tau=1.5), HybridDrafter(dr, STEEP, neural_tau=1.5)
+    assert cheap.rate_neural > dear.rate_neural                    # a cheaper draft is worth more tokens/s
+
+
+@pytest.mark.slow
+def test_profile_times_each_shipped_drafter(real_target):
+    from dspark_viz.engine import measure_draft_costs
+
+    costs = measure_draft_costs(real_target, ["dspark", "no-such-drafter"], repeats=2, ctx_len=64)
+    assert set(costs) == {"dspark"} and 0 < costs["dspark"] < 1.0

@@ -5,7 +5,8 @@ n n-gram match length, SPS(B) target steps/s at B tokens per forward, t_d draft 
 
 Each round, *before any draft token is sampled*, the drafter compares three options
     lookup  a_k = Π_{i≤k} h(min(n + i − 1, n_max))    h(n): the index's hit rate for n-gram matches
-    neural  a_k = ρ^k                                 ρ from the drafter's validation τ (card)
+    neural  a_k = ρ^k                                 ρ from the drafter's validation τ (card);
+                                                      t_d its proposal time, measured with the profile
     none    no draft at all: a plain target step, 1/SPS(1) tokens per second
 and keeps the one with the most expected committed tokens per second,
     value = max_ℓ (1 + Σ_{k≤ℓ} a_k) / (t_d + 1/SPS(1 + ℓ)).
@@ -81,8 +82,11 @@ class HybridDrafter(Drafter):
         card_tau = ((getattr(neural, "card", None) or {}).get("val") or {}).get("tau_est")
         self.neural_tau = float(neural_tau if neural_tau is not None else card_tau if card_tau else 1.0)
         self.rho = rho_from_tau(self.neural_tau, neural.gamma)
-        # the neural draft's cost in seconds; default: a quarter of one single-token target step
-        self.neural_draft_s = float(neural_draft_s if neural_draft_s is not None else 0.25 * sps.step_time(1))
+        # the neural draft's cost in seconds: given, else measured with the profile (`dspark-viz profile`
+        # times each shipped drafter's proposal into meta["draft_s"]), else a quarter of a one-token step
+        measured = ((getattr(sps, "meta", None) or {}).get("draft_s") or {}).get(getattr(neural, "name", None))
+        self.neural_draft_s = float(neural_draft_s if neural_draft_s is not None
+                                    else measured if measured is not None else 0.25 * sps.step_time(1))
         self.lookup_draft_s = float(lookup_draft_s)
         # constants of the choice (the neural estimate and the plain step do not change between rounds)
         self.rate_neural = best_rate([self.rho ** k for k in range(1, neural.gamma + 1)], sps, self.neural_draft_s)[1]

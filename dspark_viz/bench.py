@@ -123,15 +123,11 @@ _LOADED: dict[tuple[int, str], object] = {}      # drafters loaded once per (tar
 
 
 def _drafter(target, name: str):
-    from .drafters import load_drafter
+    from .drafters import load_drafter, speed_only
 
     key = (id(target), name)
     if key not in _LOADED:
-        d = load_drafter(name, target)
-        for x in (d, getattr(d, "neural", None)):     # speed only: no per-slot top-k for the charts
-            if hasattr(x, "diagnostics"):
-                x.diagnostics = False
-        _LOADED[key] = d
+        _LOADED[key] = speed_only(load_drafter(name, target))
     return _LOADED[key]
 
 

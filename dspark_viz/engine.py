@@ -271,7 +271,7 @@ def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len:
     neural proposal with these (drafters/hybrid.py), so it is part of the hardware profile, like SPS(B)."""
     import torch
 
-    from .drafters import load_drafter
+    from .drafters import load_drafter, speed_only
     from .drafters.base import Context
 
     ids = list(target.encode(text))
@@ -283,11 +283,9 @@ def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len:
     out_s: dict[str, float] = {}
     for name in names:
         try:
-            d = load_drafter(name, target)
+            d = speed_only(load_drafter(name, target))
         except (ValueError, FileNotFoundError, OSError):
             continue
-        if hasattr(d, "diagnostics"):
-            d.diagnostics = False
         st = d.begin(Context(ids, out.features[0] if out.features is not None else None))
         g = torch.Generator().manual_seed(0)
         times = []

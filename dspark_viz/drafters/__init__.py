@@ -37,4 +37,13 @@ def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
     return HybridDrafter(neural, sps or profile_for(target), lookup_gamma=gamma, vocab_size=target.vocab_size)
 
 
-__all__ = ["Context", "Draft", "Drafter", "LookupDrafter", "RandomDrafter", "HybridDrafter", "load_drafter", "NAMES", "NEURAL"]
+def speed_only(drafter: Drafter) -> Drafter:
+    """Switch off the per-slot chart diagnostics (NeuralDrafter.diagnostics) of ``drafter`` or of the neural
+    drafter inside a hybrid: drafts are unchanged, only the top-k for the charts is skipped (bench, profile)."""
+    for d in (drafter, getattr(drafter, "neural", None)):
+        if hasattr(d, "diagnostics"):
+            d.diagnostics = False
+    return drafter
+
+
+__all__ = ["speed_only", "Context", "Draft", "Drafter", "LookupDrafter", "RandomDrafter", "HybridDrafter", "load_drafter", "NAMES", "NEURAL"]

@@ -127,9 +127,9 @@ class NeuralDrafter(Drafter):
     """Adapts a drafter model (DSparkModel / EagleModel) to the decode loop's protocol."""
     needs_features = True
 
-    def __init__(self, model, name: str, target, card: dict | None = None, diagnostics: bool = True):
+    def __init__(self, model, name: str, target, card: dict | None = None):
         self.model, self.name, self.target = model.eval(), name, target
-        self.diagnostics = diagnostics      # top-k U_k / B_k per slot for the charts; off: speed only (bench)
+        self.diagnostics = True             # top-k U_k / B_k per slot for the charts; drafters.speed_only: off
         self.gamma = model.cfg.gamma
         self.has_confidence = getattr(model, "conf", None) is not None
         self.card = card or {}

@@ -118,7 +118,7 @@ def simulate(args) -> None:
         body = {"profile": prof.name, "drafter": args.sim_drafter, "traces": f"{args.sim_traces} ({len(traces)} prompts)",
                 "calibration": cal_file.name if cal is not None else None, "rounds": args.sim_rounds,
                 "curves": df.to_dict(orient="records"), **headline(df),
-                "floor": headline(df, policy="hardware-aware+floor")}
+                "floor": headline(df, policy="hardware-aware+floor"), "oracle": headline(df, policy="oracle")}
         (SIM / f"{name}.json").write_text(json.dumps(body, indent=1, default=float))
         print(f"{name}: gain at SLA {body['throughput_gain_at_sla']:.3f}, per-user at matched throughput "
               f"{body['per_user_speedup_at_matched_throughput']:.3f}, min vs best fixed {body['min_ratio_vs_best_fixed']:.3f}")
@@ -136,9 +136,14 @@ def simulation_markdown() -> list[str]:
              "speed at matched throughput; on every profile HardwareAware ≥ 0.98 × the best fixed length at every R. "
              "HardwareAware is Algorithm 1 exactly; \"stale floor\" (beyond the paper, `hardware-aware+floor`) "
              "admits the first K sorted candidates unconditionally, K sized on the batch two steps old as in "
-             "AsyncGlobal, then applies the early stop (lossless by the same argument; tests/test_scheduler.py).",
+             "AsyncGlobal, then applies the early stop (lossless by the same argument; tests/test_scheduler.py). "
+             "The oracle is a yardstick, not a policy (`OracleReference` in dspark_viz/engine.py): it reads each "
+             "round's recorded outcome and verifies only drafts that will be accepted, so what it cannot reach no "
+             "scheduler can on these drafts, and the gap between it and HardwareAware is what better confidences "
+             "could still buy.",
              "", "| profile | drafter, traces | gain at SLA | per-user speed-up at matched throughput | "
-             "min over R of HA / best fixed (at R) | HA mean budget falls with R |", "|---|---|---|---|---|---|"]
+             "oracle: gain / per-user | min over R of HA / best fixed (at R) | HA mean budget falls with R |",
+             "|---|---|---|---|---|---|---|"]
     for d in sims:
         ha = sorted([c for c in d["curves"] if c["policy"] == "hardware-aware"], key=lambda c: c["R"])
         bud = [c["mean_budget"] for c in ha]
@@ -146,9 +151,12 @@ def simulation_markdown() -> list[str]:
         fl = d.get("floor", {})
         floor = (f"; with the stale floor {fl['min_ratio_vs_best_fixed']:.3f} (R = {fl['argmin_R_vs_best_fixed']})"
                  if fl else "")
+        orc = d.get("oracle")
+        oracle = (f"{orc['throughput_gain_at_sla']:.3f} / {orc['per_user_speedup_at_matched_throughput']:.3f}"
+                  if orc else "–")
         lines.append(f"| {d['profile']} | {d['drafter']}, {d['traces']}, {d['rounds']} steps per point | "
                      f"{d['throughput_gain_at_sla']:.3f} | {d['per_user_speedup_at_matched_throughput']:.3f} | "
-                     f"{d['min_ratio_vs_best_fixed']:.3f} (R = {d['argmin_R_vs_best_fixed']}){floor} | "
+                     f"{oracle} | {d['min_ratio_vs_best_fixed']:.3f} (R = {d['argmin_R_vs_best_fixed']}){floor} | "
                      f"{'yes' if mono else 'no'} |")
     for d in sims:
         rows = {}
@@ -156,7 +164,7 @@ def simulation_markdown() -> list[str]:
             rows.setdefault(c["R"], {})[c["policy"]] = c
         lines += ["", f"**{d['profile']}**: throughput (tokens/s) per concurrency R", "",
                   "| R | FixedLength(1) | best fixed (ℓ) | HardwareAware | HA / best fixed | HA mean ℓ | "
-                  "HA + stale floor (/ best fixed) | AsyncGlobal |", "|---|---|---|---|---|---|---|---|"]
+                  "HA + stale floor (/ best fixed) | AsyncGlobal | oracle |", "|---|---|---|---|---|---|---|---|---|"]
         for R in sorted(rows):
             pr = rows[R]
             fx = {k: v for k, v in pr.items() if k.startswith("fixed-")}
@@ -165,7 +173,8 @@ def simulation_markdown() -> list[str]:
             fl = (f"{hf['throughput']:.1f} ({hf['throughput'] / fx[best]['throughput']:.3f})" if hf else "–")
             lines.append(f"| {R} | {pr['fixed-1']['throughput']:.1f} | {fx[best]['throughput']:.1f} ({best[6:]}) | "
                          f"{ha['throughput']:.1f} | {ha['throughput'] / fx[best]['throughput']:.3f} | "
-                         f"{ha['mean_budget']:.2f} | {fl} | {ag['throughput'] if ag else float('nan'):.1f} |")
+                         f"{ha['mean_budget']:.2f} | {fl} | {ag['throughput'] if ag else float('nan'):.1f} | "
+                         f"{pr['oracle']['throughput'] if 'oracle' in pr else float('nan'):.1f} |")
     return lines + [""]
 
 
@@ -234,6 +243,9 @@ def write_markdown() -> Path:
             for key, lab in (("ece_before", "ECE before"), ("ece_after", "ECE after STS"), ("auroc", "AUROC")):
                 lines.append(f"| {lab} | " + " | ".join(f"{x:.3f}" if x == x else "–" for x in r[key]) + " |")
             lines.append("")
+    from confidence_ceiling import markdown as ceiling_markdown          # benchmarks/, beside this script
+
+    lines += ceiling_markdown()
     lines += simulation_markdown()
     shipped = {d: shipped_sha(d) for d in {c["drafter"] for c in cells}}
     stale = sorted({f"{LABEL.get(c['drafter'], c['drafter'])} ({c['source']}, T = {c['temperature']:g})"

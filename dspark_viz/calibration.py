@@ -76,6 +76,22 @@ def auroc(score, label) -> float:
     return float((r[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
+def expected_auroc(score, p) -> float:
+    """AUROC of ``score`` against outcomes y_i ~ Bernoulli(p_i), drawn independently: the population value
+    Σ_{i≠j} p_i (1 − p_j) (1[s_i > s_j] + ½·1[s_i = s_j]) / Σ_{i≠j} p_i (1 − p_j), which many draws of y
+    average to (the ratio of expectations; exact as N grows). With p in {0, 1} it is ``auroc``. Scoring p
+    itself gives the ceiling of any score that, like a confidence head, knows the chance but not the draw.
+    O(N log N); nan when every p is 0 or every p is 1."""
+    s, p = _pair(score, p)
+    q = 1.0 - p
+    _, g = np.unique(s, return_inverse=True)                             # (N,) tie group of each score
+    G = np.bincount(g, q)                                                # Σ (1 − p) per group, ascending score
+    below = np.cumsum(G) - G                                             # Σ (1 − p_j) over lower scores
+    num = float(np.sum(p * (below[g] + 0.5 * (G[g] - q))))
+    den = float(np.sum(p * (q.sum() - q)))
+    return num / den if den > 0 else float("nan")
+
+
 def reliability_bins(pred, obs, n_bins: int = 20):
     """pandas.DataFrame (bin, lo, hi, mean_pred, mean_obs, count); empty bins have NaN means."""
     import pandas as pd

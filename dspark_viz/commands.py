@@ -234,6 +234,7 @@ def run_simulate(a) -> None:
     prof = named_profile(a.profile)
     df = sweep(traces, SWEEP_POLICIES, prof, n_rounds=a.rounds)
     head = headline(df)
+    head["oracle"] = headline(df, policy="oracle")      # the yardstick: verifies only drafts that will be accepted
     print(df.to_string(index=False))
     print(json.dumps(head, indent=1, default=float))
     real = run_real_batched(a, prof, df) if a.real else None

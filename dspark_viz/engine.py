@@ -11,6 +11,10 @@ a decode step of a small model on an H100) and ``jagged`` (the same curve seen t
 buckets: B is padded up to the next bucket, so step time is a staircase). ``measure_profile`` times a
 real target.
 
+``OracleReference`` ("oracle" in a sweep) is the yardstick, not a policy: it reads each round's outcome and
+verifies only drafts that will be accepted, so the gap between it and HardwareAware is what better
+confidences could still buy, and what it cannot reach no scheduler can on these drafts.
+
 Simulation: R slots each replay one recorded Trace after another. One step = every slot's next recorded
 round; the policy picks ℓ_r from the round's confidences (calibrated when the trace has them); request r
 then commits min(m_r, ℓ_r) + 1 tokens (accepted prefix + bonus) and the step costs 1/SPS(Σ(1+ℓ_r)) +
@@ -372,8 +376,11 @@ def simulate(traces: Sequence["Trace"], policy: "Policy", profile: SPSProfile, R
                 slot_trace[r], slot_pos[r] = rng.integers(len(pools)), 0
             rounds.append(pools[slot_trace[r]][slot_pos[r]])
             slot_pos[r] += 1
-        conf = [x.conf for x in rounds]                                  # (R,) × (γ,) or None
-        ell = [min(e, x.gamma) for e, x in zip(policy.choose(conf, profile, explain=False).lengths, rounds)]
+        if getattr(policy, "anticipating", False):                       # OracleReference reads the outcomes
+            ell = policy.lengths(rounds, profile)
+        else:
+            conf = [x.conf for x in rounds]                              # (R,) × (γ,) or None
+            ell = [min(e, x.gamma) for e, x in zip(policy.choose(conf, profile, explain=False).lengths, rounds)]
         B = sum(1 + e for e in ell)
         total_t += profile.step_time(B) + draft_time
         total_tok += sum(min(x.m, e) + 1 for x, e in zip(rounds, ell))
@@ -387,14 +394,48 @@ def simulate(traces: Sequence["Trace"], policy: "Policy", profile: SPSProfile, R
                            "censored_replays": censored})
 
 
+class OracleReference:
+    """Not a policy: a reference that knows each round's outcome m (it reads the recorded acceptance, so it
+    can neither run in a decode loop nor stay lossless). Per step it picks the budget B ∈ [R, R + Σ γ_r] with
+    the most committed tokens per second, (R + min(B − R, Σ m_r)) / t(B), and fills it with drafts that will
+    be accepted first (one per request in turn), then, only where a larger forward is faster (the measured
+    CPU profile's one-token step is its slowest), with drafts that will be rejected. For the same budget no
+    policy commits more tokens in a step: the headroom a perfect confidence estimate would approach, against
+    which the real policies are read."""
+    name = "oracle"
+    anticipating = True
+    needs_confidence = False
+
+    def reset(self) -> None:
+        pass
+
+    def lengths(self, rounds: Sequence[SimRound], profile: SPSProfile) -> list[int]:
+        m, cap = [x.m for x in rounds], [x.gamma for x in rounds]        # (R,) each
+        R, good = len(m), sum(m)
+        B = np.arange(R, R + sum(cap) + 1)                               # candidate budgets
+        tokens = R + np.minimum(B - R, good)
+        extra = int(B[np.argmax(tokens / profile.step_time(B))]) - R      # first maximum: the smallest B
+        ell = [0] * R
+        for limit in (m, cap):                                           # accepted drafts first, then the rest
+            while extra and any(e < c for e, c in zip(ell, limit)):
+                for r in range(R):
+                    if extra and ell[r] < limit[r]:
+                        ell[r] += 1
+                        extra -= 1
+        return ell
+
+
 def _as_policy(p):
     from .scheduler import Policy, make_policy
 
-    return p if isinstance(p, Policy) else make_policy(p)
+    if isinstance(p, (Policy, OracleReference)):
+        return p
+    return OracleReference() if str(p).strip().lower() == "oracle" else make_policy(p)
 
 
 # every policy the serving simulation compares (CLI `simulate`, benchmarks/results.py --simulate)
-SWEEP_POLICIES = tuple(f"fixed-{k}" for k in range(1, 8)) + ("hardware-aware", "hardware-aware+floor", "async-global")
+SWEEP_POLICIES = tuple(f"fixed-{k}" for k in range(1, 8)) + ("hardware-aware", "hardware-aware+floor", "async-global",
+                                                          "oracle")   # the last: OracleReference, not a policy
 
 
 def sweep(traces, policies, profile: SPSProfile, Rs: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),

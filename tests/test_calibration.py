@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from dspark_viz.calibration import (STSCalibration, auroc, brier, calibration_report, ece, fit_sts,
+from dspark_viz.calibration import (STSCalibration, auroc, brier, calibration_report, ece, expected_auroc, fit_sts,
                                     reliability_bins, rollouts_from_traces)
 from dspark_viz.trace import DraftToken, Round, Trace
 
@@ -35,6 +35,26 @@ def test_auroc_by_hand_and_against_pairs():
     pairs = [(1.0 if a > b else 0.5 if a == b else 0.0)
              for (a, la), (b, lb) in itertools.product(zip(s, y), repeat=2) if la == 1 and lb == 0]
     assert auroc(s, y) == pytest.approx(np.mean(pairs))
+
+
+def test_expected_auroc_by_hand_pairs_and_draws():
+    # two rows: pair weight p1(1 − p2) = .8·.7 ranked right, p2(1 − p1) = .3·.2 ranked wrong
+    assert expected_auroc([0.9, 0.1], [0.8, 0.3]) == pytest.approx(0.56 / (0.56 + 0.06))
+    assert expected_auroc([0.5, 0.5], [0.8, 0.3]) == pytest.approx(0.5)               # a tie counts ½
+    assert np.isnan(expected_auroc([0.1, 0.2], [1.0, 1.0]))
+    rng = np.random.default_rng(1)
+    s, y = rng.integers(0, 6, 50) / 5, rng.integers(0, 2, 50).astype(float)
+    assert expected_auroc(s, y) == pytest.approx(auroc(s, y))                        # 0/1 chances: plain AUROC
+    p = rng.uniform(0, 1, 40)
+    s = p + rng.normal(0, 0.2, 40)
+    w = [(pi * (1 - pj), 1.0 if si > sj else 0.5 if si == sj else 0.0)
+         for i, (si, pi) in enumerate(zip(s, p)) for j, (sj, pj) in enumerate(zip(s, p)) if i != j]
+    assert expected_auroc(s, p) == pytest.approx(sum(a * b for a, b in w) / sum(a for a, _ in w))
+    p = rng.uniform(0.05, 0.6, 3000)                                     # many draws average to it
+    s = p + rng.normal(0, 0.1, 3000)
+    draws = [auroc(s, (rng.random(3000) < p).astype(float)) for _ in range(40)]
+    assert np.mean(draws) == pytest.approx(expected_auroc(s, p), abs=0.005)
+    assert expected_auroc(p, p) > expected_auroc(s, p)                   # knowing the chance ranks best
 
 
 def test_brier_and_reliability_bins():

@@ -233,6 +233,35 @@ def test_sweep_and_headline():
         headline(df, policy="async-global")
 
 
+def test_oracle_reference_verifies_only_what_is_accepted():
+    m = [2, 0, 4]
+    tr = [make_trace([([0.5] * 4, k)] * 6) for k in m]
+    flat = SPSProfile("flat", [1, 1000], [10.0, 10.0])
+    orc = engine.OracleReference()
+    rounds = [engine._replay(t)[0] for t in tr]
+    assert orc.lengths(rounds, flat) == m                                 # flat cost: every accepted draft
+    assert orc.lengths(rounds, jagged()) == m                             # B = 9 lies inside one bucket
+    cpu_like = SPSProfile("slow-one", [1, 2, 8], [10.0, 20.0, 20.0])      # a 1-token step is the slow one
+    lone = [engine._replay(make_trace([([0.5] * 4, 0)]))[0]]
+    assert orc.lengths(lone, cpu_like) == [1]                             # pads with a draft it knows fails
+    steep = SPSProfile("steep", [1, 2, 3], [10.0, 1.0, 0.1])              # any extra token costs more than it gives
+    assert orc.lengths(rounds[:1], steep) == [0]
+    s = simulate(tr, orc, flat, R=3, n_rounds=6, seed=1)
+    assert s.policy == "oracle" and s.mean_budget == pytest.approx(s.tau - 1)   # no verified draft wasted
+
+
+@pytest.mark.parametrize("profile", [gpu_like(), jagged(), SPSProfile("slow-one", [1, 2, 8, 64], [10.0, 20.0, 20.0, 5.0])])
+def test_oracle_reference_bounds_every_policy(profile):
+    trs = traces_fixture()
+    pols = [f"fixed-{k}" for k in range(1, 5)] + ["hardware-aware", "async-global", "oracle"]
+    df = sweep(trs, pols, profile, Rs=(1, 4, 32, 128), n_rounds=25)
+    for R, d in df.groupby("R"):
+        best = d[d.policy != "oracle"].throughput.max()
+        assert float(d[d.policy == "oracle"].throughput.iloc[0]) >= best * (1 - 1e-9), R
+    h = headline(df, policy="oracle")
+    assert h["throughput_gain_at_sla"] >= headline(df)["throughput_gain_at_sla"]
+
+
 def test_threshold_sweep():
     trs = traces_fixture()
     df = threshold_sweep(trs, thetas=[0.0, 0.3, 0.6, 0.9, 1.01])

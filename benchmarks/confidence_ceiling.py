@@ -1,0 +1,129 @@
+"""How well could any confidence head rank prefix survival at this drafter's quality?
+
+    python benchmarks/confidence_ceiling.py            # → docs/confidence_ceiling.json (+ results.md section)
+
+On the held-out split of the training feature cache (`dspark-viz data`; the sequences no drafter trained
+on), every block is drafted teacher-forced exactly as in training, and for each slot k the chance that the
+draft survives verification at T = 1 is known exactly: c*_k = 1 − TV(p_d,k, p_t,k), the confidence head's
+own training label (paper eq. 8). Prefix survival P(m ≥ k) is then Π_{i≤k} c*_i (conditional on the data's
+prefix, as in training). The population AUROC of a score against those chances (calibration.expected_auroc)
+is computed for
+  - the shipped head: a_k = Π_{i≤k} c_i (raw; STS is fitted on rollouts, and ranks per position nearly alike),
+  - the oracle: Π c*_i itself — the best any score that knows the chance but not the draw can do,
+  - the draft distribution's own peak: Π max_v p_d,i(v), a score that needs no training at all.
+This is in-distribution (the training data's prompts and T = 0.7 answers); the rollout AUROC of
+docs/results.md is out of sample (../shared/bench, T = 1) and lower.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "docs" / "confidence_ceiling.json"
+
+
+def block_chances(model, seqs, blocks_per_seq: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """→ c_star, conf, peak: (N, γ) each over every block of ``seqs`` (rows whose γ slots all lie in the data)."""
+    from dspark_viz.train.losses import l1_distance
+    from dspark_viz.train.trainer import _anchors, dspark_forward
+
+    gen = torch.Generator().manual_seed(seed)
+    out = {"c_star": [], "conf": [], "peak": []}
+    with torch.no_grad():
+        for s in seqs:
+            logits, conf, _, p_t, mask = dspark_forward(model, s, _anchors(s, blocks_per_seq, gen))
+            p_d = torch.softmax(logits.float(), -1)                                     # (N, γ, V_d)
+            full = mask[:, -1] > 0                                                      # (N,) whole block valid
+            out["c_star"].append((1 - 0.5 * l1_distance(p_d, p_t))[full])
+            out["conf"].append(torch.sigmoid(conf.float())[full])
+            out["peak"].append(p_d.max(-1).values[full])
+    return {k: torch.cat(v).clamp(0, 1).numpy().astype(float) for k, v in out.items()}
+
+
+def ceiling(ch: dict[str, np.ndarray]) -> dict[str, list[float]]:
+    """Per position k: mean chance of surviving to k, and the expected AUROC of each score for it."""
+    from dspark_viz.calibration import expected_auroc
+
+    surv = {k: np.cumprod(v, axis=1) for k, v in ch.items()}                          # (N, γ) prefix products
+    g = surv["c_star"].shape[1]
+    res = {"survival": [float(surv["c_star"][:, k].mean()) for k in range(g)],
+           "mean_head_survival": [float(surv["conf"][:, k].mean()) for k in range(g)]}
+    for name, key in (("auroc_head", "conf"), ("auroc_oracle", "c_star"), ("auroc_peak", "peak")):
+        res[name] = [expected_auroc(surv[key][:, k], surv["c_star"][:, k]) for k in range(g)]
+    return res
+
+
+def run(args) -> None:
+    from dspark_viz.drafters import load_drafter
+    from dspark_viz.target import cache_dir, load_target
+    from dspark_viz.train.trainer import FeatureStore
+
+    torch.set_num_threads(args.threads)
+    feat = Path(args.data) if args.data else cache_dir() / "data" / "train"
+    store = FeatureStore(feat)                              # a clear error when `dspark-viz data` never ran
+    _, val = store.split()
+    target = load_target(device="cpu", dtype="fp32")
+    body = {"data": str(feat.name), "held_out_sequences": len(val), "blocks_per_seq": args.blocks_per_seq,
+            "drafters": {}}
+    for name in args.drafters:
+        t0 = time.perf_counter()
+        drafter = load_drafter(name, target)
+        model = drafter.model.float()
+        if getattr(model, "conf", None) is None:
+            raise SystemExit(f"{name} has no confidence head")
+        ch = block_chances(model, val, args.blocks_per_seq)
+        res = ceiling(ch)
+        res.update(blocks=int(ch["c_star"].shape[0]), sha256=str(drafter.card.get("sha256", ""))[:12])
+        body["drafters"][name] = res
+        print(f"{name}: {res['blocks']} blocks, {time.perf_counter() - t0:.0f} s")
+        for key in ("survival", "auroc_head", "auroc_oracle", "auroc_peak"):
+            print(f"  {key:14s} " + " ".join(f"{x:.3f}" for x in res[key]))
+    OUT.write_text(json.dumps(body, indent=1))
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+def markdown() -> list[str]:
+    """The results.md section (empty when the script has not run)."""
+    if not OUT.exists():
+        return []
+    d = json.loads(OUT.read_text())
+    lines = ["## How good could the confidence head be? (ceiling)", "",
+             f"`python benchmarks/confidence_ceiling.py`: {d['held_out_sequences']} held-out sequences of the "
+             f"training cache (no drafter trained on them), {d['blocks_per_seq']} blocks each, drafted "
+             "teacher-forced as in training. Each slot's chance of surviving verification at T = 1 is known "
+             "exactly, c*_k = 1 − TV(p_d, p_t) (the head's training label), so prefix survival is Π c*_i and the "
+             "AUROC of a score is its population value over those chances (`calibration.expected_auroc`). "
+             "*Oracle* scores with Π c*_i itself: no score that knows the chance but not the draw ranks better. "
+             "*Draft peak* is Π max p_d, which needs no training. In-distribution, so higher than the out-of-"
+             "sample rollout AUROC above.", ""]
+    for name, r in d["drafters"].items():
+        g = len(r["survival"])
+        lines += [f"**{name}** ({r['blocks']} blocks)", "",
+                  "| | " + " | ".join(f"k={k + 1}" for k in range(g)) + " |", "|---" * (g + 1) + "|"]
+        for label, key in (("P(m ≥ k)", "survival"), ("head's mean a_k", "mean_head_survival"),
+                           ("AUROC head", "auroc_head"), ("AUROC oracle", "auroc_oracle"),
+                           ("AUROC draft peak", "auroc_peak")):
+            lines.append(f"| {label} | " + " | ".join(f"{x:.3f}" for x in r[key]) + " |")
+        lines.append("")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--drafters", nargs="+", default=["dspark", "dspark-rnn"])
+    ap.add_argument("--data", default=None, help="feature cache (default: $DSPARK_CACHE/data/train)")
+    ap.add_argument("--blocks-per-seq", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    run(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -177,6 +177,8 @@ def add_profile(sub) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ctx-len", type=int, default=256)
     p.add_argument("--no-drafters", action="store_true", help="skip timing the shipped drafters' proposals")
+    p.add_argument("--drafters-only", action="store_true", help="keep the profile file's SPS table and only (re)time "
+                   "the shipped drafters' proposals into its meta.draft_s")
     p.add_argument("--out", default=None, help="default on CPU: assets/profiles/cpu.json (fp32 with the few-row "
                    "kernel), cpu-stock.json (fp32, DSPARK_SKINNY=0), cpu-bf16[-stock].json (--dtype bf16)")
     _common(p)
@@ -186,12 +188,21 @@ def add_profile(sub) -> None:
 def run_profile(a) -> None:
     from .engine import cpu_profile_file, measure_profile
 
+    if a.drafters_only and a.no_drafters:
+        raise ValueError("--drafters-only and --no-drafters contradict each other")
     target = _target(a)
     if a.out is None:
         if not str(target.device).startswith("cpu"):
             raise SystemExit("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
         a.out = str(cpu_profile_file(str(target.dtype), target.matmul_path))
-    prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
+    if a.drafters_only:
+        from .engine import SPSProfile
+
+        if not Path(a.out).exists():
+            raise FileNotFoundError(f"--drafters-only needs an existing profile at {a.out}: run `dspark-viz profile` first")
+        prof = SPSProfile.load(a.out)
+    else:
+        prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
     if not a.no_drafters:                     # the neural drafters' proposal cost, read by the hybrid's arbiter
         from .drafters import NEURAL
         from .engine import measure_draft_costs

@@ -94,3 +94,18 @@ def test_bench_registry_and_balanced_prompts(tmp_path):
     with pytest.raises(ValueError, match="n-prompts"):
         bench.balanced_prompts([f], 0)
     assert len(bench.default_prompt_files()) in (0, 3)
+
+
+@pytest.mark.slow
+def test_profile_drafters_only_keeps_the_table(capsys, patched_target, tmp_path):
+    from dspark_viz.engine import SPSProfile, gpu_like
+
+    f = tmp_path / "p.json"
+    gpu_like(bmax=16).save(f)
+    assert cli.main(["profile", "--drafters-only", "--out", str(f), "--repeats", "1", "--ctx-len", "24"]) == 0
+    p = SPSProfile.load(f)
+    assert (p.batch, p.sps) == (gpu_like(bmax=16).batch, gpu_like(bmax=16).sps)      # the table is kept
+    assert set(p.meta["draft_s"]) == {"dspark", "dspark-rnn", "dflash", "eagle"}
+    assert all(0 < v < 1 for v in p.meta["draft_s"].values()) and "draft dspark" in capsys.readouterr().out
+    assert cli.main(["profile", "--drafters-only", "--out", str(tmp_path / "none.json")]) != 0
+    assert cli.main(["profile", "--drafters-only", "--no-drafters", "--out", str(f)]) != 0

@@ -122,7 +122,10 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="feature cache (default: $DSPARK_CACHE/data/train)")
     ap.add_argument("--blocks-per-seq", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
-    run(ap.parse_args())
+    try:
+        run(ap.parse_args())
+    except (FileNotFoundError, ValueError) as e:                 # no feature cache, an unknown drafter, …
+        raise SystemExit(f"confidence_ceiling: {e}") from None
 
 
 if __name__ == "__main__":

@@ -306,3 +306,24 @@ def test_diagnostics_off_drafts_the_same(tiny, algo, tmp_path):
         assert [x.p_draft for x in a.drafts] == [x.p_draft for x in b.drafts]
         assert [x.confidence for x in a.drafts] == [x.confidence for x in b.drafts]
         assert all(x.diag for x in a.drafts) and not any(x.diag for x in b.drafts)
+
+
+def test_confidence_ceiling_on_a_tiny_drafter(tiny):
+    """benchmarks/confidence_ceiling.py: chances, head scores and the oracle AUROC on held-out blocks."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from confidence_ceiling import block_chances, ceiling
+
+    t, seqs = tiny
+    ch = block_chances(make(t, seqs, "dspark").float(), seqs, blocks_per_seq=6)
+    n = ch["c_star"].shape[0]
+    assert n > 0 and all(v.shape == (n, GAMMA) for v in ch.values())
+    assert ((ch["c_star"] >= 0) & (ch["c_star"] <= 1)).all() and ((ch["peak"] > 0) & (ch["peak"] <= 1)).all()
+    res = ceiling(ch)
+    assert all(len(v) == GAMMA for v in res.values())
+    assert all(a >= b - 1e-12 for a, b in zip(res["survival"], res["survival"][1:]))   # survival only falls
+    for k in range(GAMMA):                  # scoring by the chance itself is the ceiling of any score
+        if res["auroc_oracle"][k] == res["auroc_oracle"][k]:
+            assert res["auroc_oracle"][k] >= max(res["auroc_head"][k], res["auroc_peak"][k]) - 1e-12

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 
 from .engine import PROFILE_DIR
@@ -208,6 +209,7 @@ def run_profile(a) -> None:
         from .engine import measure_draft_costs
 
         prof.meta["draft_s"] = measure_draft_costs(target, NEURAL, repeats=a.repeats, ctx_len=a.ctx_len)
+        prof.meta["draft_s_when"] = time.strftime("%Y-%m-%d")      # may differ from the table's "when"
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     prof.save(a.out)
     for b, s in zip(prof.batch, prof.sps):

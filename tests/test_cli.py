@@ -107,5 +107,6 @@ def test_profile_drafters_only_keeps_the_table(capsys, patched_target, tmp_path)
     assert (p.batch, p.sps) == (gpu_like(bmax=16).batch, gpu_like(bmax=16).sps)      # the table is kept
     assert set(p.meta["draft_s"]) == {"dspark", "dspark-rnn", "dflash", "eagle"}
     assert all(0 < v < 1 for v in p.meta["draft_s"].values()) and "draft dspark" in capsys.readouterr().out
+    assert p.meta["draft_s_when"].startswith("20")
     assert cli.main(["profile", "--drafters-only", "--out", str(tmp_path / "none.json")]) != 0
     assert cli.main(["profile", "--drafters-only", "--no-drafters", "--out", str(f)]) != 0

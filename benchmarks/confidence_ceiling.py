@@ -13,6 +13,12 @@ is computed for
   - the draft distribution's own peak: Π max_v p_d,i(v), a score that needs no training at all.
 This is in-distribution (the training data's prompts and T = 0.7 answers); the rollout AUROC of
 docs/results.md is out of sample (../shared/bench, T = 1) and lower.
+
+Then the serving question: what would HardwareAware gain with a perfect head? Each held-out block is
+replayed as a round whose outcome m is drawn from its chances (slot k survives with probability c*_k,
+``--replicas`` draws per block, seeded), once with c* as the confidences the scheduler sees (a perfect
+head) and once with the shipped head's (fitted with STS on these rounds, in sample: the head's best case),
+on the synthetic GPU-like profile; FixedLength and the oracle yardstick see the same rounds.
 """
 from __future__ import annotations
 
@@ -61,6 +67,50 @@ def ceiling(ch: dict[str, np.ndarray]) -> dict[str, list[float]]:
     return res
 
 
+def replay_traces(scores: np.ndarray, m: np.ndarray, per_trace: int = 32) -> list:
+    """Rounds (scores (N, γ) as calibrated confidences, outcomes m (N,)) → Traces of ``per_trace`` rounds,
+    recorded as full-block verification, for engine.simulate."""
+    from dspark_viz.trace import DraftToken, Round, Trace
+
+    g = scores.shape[1]
+    rounds = [Round(index=i, anchor=0, anchor_pos=i, ell=g, accepted=int(mi), bonus=0, bonus_text="",
+                    bonus_source="residual" if mi < g else "target",
+                    drafts=[DraftToken(k=k + 1, token=0, text="", p_draft=1.0, p_target=None,
+                                       confidence=float(sc[k]), confidence_cal=float(sc[k]), survival=None,
+                                       status="accepted" if k < mi else "rejected" if k == mi else "not_reached")
+                            for k in range(g)])
+              for i, (sc, mi) in enumerate(zip(scores, m))]
+    return [Trace(meta={}, prompt_ids=[0], first_token=0, rounds=rounds[i:i + per_trace])
+            for i in range(0, len(rounds), per_trace)]
+
+
+def perfect_head_replay(ch: dict[str, np.ndarray], replicas: int, rounds: int, seed: int = 0) -> dict:
+    """Headline ratios (HardwareAware over FixedLength(1), GPU-like profile) with the perfect head c*, with the
+    shipped head after STS, and for the oracle yardstick, on outcomes drawn from c*."""
+    from dspark_viz.calibration import fit_sts
+    from dspark_viz.engine import gpu_like, headline, sweep
+
+    rng = np.random.default_rng(seed)
+    cs = np.repeat(ch["c_star"], replicas, 0)                                         # (N·r, γ)
+    head = np.repeat(ch["conf"], replicas, 0)
+    ok = rng.random(cs.shape) < cs                                                    # slot-wise survival draws
+    m = np.where(ok.all(1), cs.shape[1], np.argmin(ok, 1))                            # (N·r,) first failure
+    head_cal = fit_sts(head, m).apply(head)
+    prof = gpu_like()
+    fixed = [f"fixed-{k}" for k in range(1, cs.shape[1] + 1)]
+    out = {"rounds_replayed": int(len(m)), "mean_accepted": float(m.mean()), "profile": prof.name}
+    for name, sc in (("perfect_head", cs), ("shipped_head_sts", head_cal)):
+        pols = ["hardware-aware"] + (fixed + ["oracle"] if name == "perfect_head" else ["fixed-1"])
+        df = sweep(replay_traces(sc, m), pols, prof, n_rounds=rounds, seed=seed)
+        h = headline(df)
+        out[name] = {k: h[k] for k in ("throughput_gain_at_sla", "per_user_speedup_at_matched_throughput")}
+        if name == "perfect_head":
+            o = headline(df, policy="oracle")
+            out["oracle"] = {k: o[k] for k in ("throughput_gain_at_sla", "per_user_speedup_at_matched_throughput")}
+            out["perfect_head"]["min_ratio_vs_best_fixed"] = h["min_ratio_vs_best_fixed"]
+    return out
+
+
 def run(args) -> None:
     from dspark_viz.drafters import load_drafter
     from dspark_viz.target import cache_dir, load_target
@@ -82,10 +132,15 @@ def run(args) -> None:
         ch = block_chances(model, val, args.blocks_per_seq)
         res = ceiling(ch)
         res.update(blocks=int(ch["c_star"].shape[0]), sha256=str(drafter.card.get("sha256", ""))[:12])
+        res["scheduling"] = perfect_head_replay(ch, args.replicas, args.rounds)
         body["drafters"][name] = res
         print(f"{name}: {res['blocks']} blocks, {time.perf_counter() - t0:.0f} s")
         for key in ("survival", "auroc_head", "auroc_oracle", "auroc_peak"):
             print(f"  {key:14s} " + " ".join(f"{x:.3f}" for x in res[key]))
+        for key in ("shipped_head_sts", "perfect_head", "oracle"):
+            r = res["scheduling"][key]
+            print(f"  {key:17s} gain at SLA {r['throughput_gain_at_sla']:.3f}, per-user at matched throughput "
+                  f"{r['per_user_speedup_at_matched_throughput']:.3f}")
     OUT.write_text(json.dumps(body, indent=1))
     print(f"wrote {OUT.relative_to(ROOT)}")
 
@@ -113,6 +168,19 @@ def markdown() -> list[str]:
                            ("AUROC draft peak", "auroc_peak")):
             lines.append(f"| {label} | " + " | ".join(f"{x:.3f}" for x in r[key]) + " |")
         lines.append("")
+    sched = {n: r["scheduling"] for n, r in d["drafters"].items() if "scheduling" in r}
+    if sched:
+        first = next(iter(sched.values()))
+        lines += ["**What a perfect head would buy the scheduler.** Each held-out block replayed as a serving round, "
+                  f"its outcome drawn from its chances ({first['rounds_replayed']} rounds, mean accepted "
+                  f"{first['mean_accepted']:.2f}), on the {first['profile']} profile, HardwareAware over "
+                  "FixedLength(1) as in the serving simulation below (gain in throughput at the SLA / per-user speed-up "
+                  "at matched throughput):", "",
+                  "| drafter | shipped head after STS | perfect head (c*) | oracle yardstick |", "|---|---|---|---|"]
+        for n, r in sched.items():
+            cell = lambda x: f"{x['throughput_gain_at_sla']:.3f} / {x['per_user_speedup_at_matched_throughput']:.3f}"  # noqa: E731
+            lines.append(f"| {n} | {cell(r['shipped_head_sts'])} | {cell(r['perfect_head'])} | {cell(r['oracle'])} |")
+        lines.append("")
     return lines
 
 
@@ -122,6 +190,8 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="feature cache (default: $DSPARK_CACHE/data/train)")
     ap.add_argument("--blocks-per-seq", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--replicas", type=int, default=4, help="outcome draws per block for the scheduling replay")
+    ap.add_argument("--rounds", type=int, default=400, help="simulated steps per (policy, R)")
     try:
         run(ap.parse_args())
     except (FileNotFoundError, ValueError) as e:                 # no feature cache, an unknown drafter, …

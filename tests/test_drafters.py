@@ -327,3 +327,22 @@ def test_confidence_ceiling_on_a_tiny_drafter(tiny):
     for k in range(GAMMA):                  # scoring by the chance itself is the ceiling of any score
         if res["auroc_oracle"][k] == res["auroc_oracle"][k]:
             assert res["auroc_oracle"][k] >= max(res["auroc_head"][k], res["auroc_peak"][k]) - 1e-12
+
+
+def test_perfect_head_replay_on_a_tiny_drafter(tiny):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from confidence_ceiling import block_chances, perfect_head_replay, replay_traces
+
+    t, seqs = tiny
+    ch = block_chances(make(t, seqs, "dspark").float(), seqs, blocks_per_seq=6)
+    trs = replay_traces(ch["c_star"][:5], [0, 2, GAMMA, 1, 0], per_trace=2)
+    assert [len(x.rounds) for x in trs] == [2, 2, 1]
+    assert [r.accepted for x in trs for r in x.rounds] == [0, 2, GAMMA, 1, 0]
+    assert [d.status for d in trs[0].rounds[1].drafts][:4] == ["accepted", "accepted", "rejected", "not_reached"]
+    out = perfect_head_replay(ch, replicas=2, rounds=10)
+    assert out["rounds_replayed"] == 2 * ch["c_star"].shape[0]
+    for key in ("perfect_head", "shipped_head_sts", "oracle"):
+        assert all(v == v and v > 0 for v in out[key].values()), key

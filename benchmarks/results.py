@@ -139,8 +139,8 @@ def simulation_markdown() -> list[str]:
              "AsyncGlobal, then applies the early stop (lossless by the same argument; tests/test_scheduler.py). "
              "The oracle is a yardstick, not a policy (`OracleReference` in dspark_viz/engine.py): it reads each "
              "round's recorded outcome and verifies only drafts that will be accepted, so what it cannot reach no "
-             "scheduler can on these drafts, and the gap between it and HardwareAware is what better confidences "
-             "could still buy.",
+             "scheduler can on these drafts; the gap between it and HardwareAware bounds what better confidences "
+             "could buy (a perfect head buys part of it: see the ceiling section above).",
              "", "| profile | drafter, traces | gain at SLA | per-user speed-up at matched throughput | "
              "oracle: gain / per-user | min over R of HA / best fixed (at R) | HA mean budget falls with R |",
              "|---|---|---|---|---|---|---|"]

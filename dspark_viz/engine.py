@@ -12,8 +12,9 @@ buckets: B is padded up to the next bucket, so step time is a staircase). ``meas
 real target.
 
 ``OracleReference`` ("oracle" in a sweep) is the yardstick, not a policy: it reads each round's outcome and
-verifies only drafts that will be accepted, so the gap between it and HardwareAware is what better
-confidences could still buy, and what it cannot reach no scheduler can on these drafts.
+verifies only drafts that will be accepted: what it cannot reach no scheduler can on these drafts, and the
+gap between it and HardwareAware bounds what better confidences could buy (a head that knew each draft's
+exact chance of surviving still sees chance, not outcomes, so it gets only part of the way).
 
 Simulation: R slots each replay one recorded Trace after another. One step = every slot's next recorded
 round; the policy picks ℓ_r from the round's confidences (calibrated when the trace has them); request r
@@ -400,8 +401,7 @@ class OracleReference:
     the most committed tokens per second, (R + min(B − R, Σ m_r)) / t(B), and fills it with drafts that will
     be accepted first (one per request in turn), then, only where a larger forward is faster (the measured
     CPU profile's one-token step is its slowest), with drafts that will be rejected. For the same budget no
-    policy commits more tokens in a step: the headroom a perfect confidence estimate would approach, against
-    which the real policies are read."""
+    policy commits more tokens in a step: the yardstick against which the real policies are read."""
     name = "oracle"
     anticipating = True
     needs_confidence = False

@@ -222,6 +222,14 @@ def monotone_steps(batches: Sequence[int], seconds: Sequence[float]) -> np.ndarr
     return np.maximum.accumulate(t)
 
 
+def _profiling_ids(target, text: str, n: int) -> list[int]:
+    """``text`` encoded and repeated to exactly n token ids (the context the timings run over)."""
+    ids = list(target.encode(text))
+    if not ids:
+        raise ValueError("the profiling text encodes to no tokens")
+    return (ids * (n // len(ids) + 1))[:n]
+
+
 def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256,
                     batches: Sequence[int] | None = None, warmup: int = 1, monotone: bool = True,
                     text: str = "The quick brown fox jumps over the lazy dog. ") -> SPSProfile:
@@ -237,14 +245,11 @@ def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256
     batches = sorted(set(int(b) for b in (batches or default_batches(bmax))))
     if not batches or batches[0] < 1:
         raise ValueError("batches must be positive integers")
-    ids = list(target.encode(text))
-    if not ids:
-        raise ValueError("the profiling text encodes to no tokens")
     need = ctx_len + batches[-1]
     max_ctx = getattr(target, "max_context", None)
     if isinstance(max_ctx, int) and need > max_ctx:
         raise ValueError(f"ctx_len + bmax = {need} exceeds the target's context of {max_ctx} tokens")
-    ids = (ids * (need // len(ids) + 1))[:need]
+    ids = _profiling_ids(target, text, need)
     device = getattr(target, "device", "cpu")
     cache = target.new_cache()
     with torch.inference_mode():
@@ -279,10 +284,7 @@ def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len:
     from .drafters import load_drafter, speed_only
     from .drafters.base import Context
 
-    ids = list(target.encode(text))
-    if not ids:
-        raise ValueError("the profiling text encodes to no tokens")
-    ids = (ids * (ctx_len // len(ids) + 1))[:ctx_len]
+    ids = _profiling_ids(target, text, ctx_len)
     device = getattr(target, "device", "cpu")
     _, out = target.prefill(ids, features=True, last_only=True)
     out_s: dict[str, float] = {}

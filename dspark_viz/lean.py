@@ -164,8 +164,7 @@ def stock_layers(model):
 def unfused(model):
     """Inside the block, ``model``'s lean layers run their bit-identical Python forward, not the two native
     calls (A/B measurements and the tolerance test)."""
-    states = [l.__dict__["forward"].state for l in getattr(getattr(model, "model", None), "layers", None) or []
-              if hasattr(l.__dict__.get("forward"), "state")]
+    states = [st for st in _layer_states(model) if st is not None]
     saved = [st["fused"] for st in states]
     for st in states:
         st["fused"] = False
@@ -178,8 +177,14 @@ def unfused(model):
 
 def fused(model) -> bool:
     """Whether ``model``'s lean layers take the native two-call forward where it applies."""
+    states = _layer_states(model)
+    return bool(states) and all(st is not None and st["fused"] for st in states)
+
+
+def _layer_states(model) -> list[dict | None]:
+    """Per decoder layer of ``model``: its lean forward's {"fused"} state, None where no lean forward is installed."""
     layers = getattr(getattr(model, "model", None), "layers", None) or []
-    return bool(layers) and all(getattr(l.__dict__.get("forward"), "state", {}).get("fused", False) for l in layers)
+    return [getattr(l.__dict__.get("forward"), "state", None) for l in layers]
 
 
 __all__ = ["enabled", "fused_enabled", "install", "stock_layers", "unfused", "fused"]

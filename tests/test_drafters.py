@@ -308,12 +308,19 @@ def test_diagnostics_off_drafts_the_same(tiny, algo, tmp_path):
         assert all(x.diag for x in a.drafts) and not any(x.diag for x in b.drafts)
 
 
-def test_confidence_ceiling_on_a_tiny_drafter(tiny):
-    """benchmarks/confidence_ceiling.py: chances, head scores and the oracle AUROC on held-out blocks."""
+def _benchmarks_on_path() -> None:
+    """benchmarks/ holds scripts, not a package: make confidence_ceiling importable."""
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    path = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def test_confidence_ceiling_on_a_tiny_drafter(tiny):
+    """benchmarks/confidence_ceiling.py: chances, head scores and the oracle AUROC on held-out blocks."""
+    _benchmarks_on_path()
     from confidence_ceiling import block_chances, ceiling
 
     t, seqs = tiny
@@ -330,10 +337,7 @@ def test_confidence_ceiling_on_a_tiny_drafter(tiny):
 
 
 def test_perfect_head_replay_on_a_tiny_drafter(tiny):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    _benchmarks_on_path()
     from confidence_ceiling import block_chances, perfect_head_replay, replay_traces
 
     t, seqs = tiny

@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 model: setup
-	$(VPY) -m dspark_viz.target --warm
+	$(VENV)/bin/dspark-viz warm
 
 demo: model
 	GRADIO_ANALYTICS_ENABLED=False $(VPY) app.py

@@ -5,7 +5,8 @@
 ``build_demo(target=None, drafters=None, ...)`` returns the gr.Blocks; launching happens only under __main__.
 The model, the drafters and the recorded data are loaded once and shared read-only by every session; what
 belongs to one user (the last trace, the trace being replayed, the serving sweeps) lives in gr.State.
-The callbacks are thin: they call ``dspark_viz.app_logic`` and map its results onto components.
+The callbacks are thin: they call the tab modules of ``dspark_viz.ui`` (``resources``, ``live``, ``playground``,
+``calibration_tab``, ``frontier``, ``replay``) and map their results onto components.
 """
 from __future__ import annotations
 
@@ -17,7 +18,14 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 from gradio.components.plot import PlotData  # noqa: E402
 
-from dspark_viz import app_logic as L  # noqa: E402
+from dspark_viz.ui.calibration_tab import calibration_view  # noqa: E402
+from dspark_viz.ui.frontier import frontier_view  # noqa: E402
+from dspark_viz.ui.live import LiveUpdate, live_decode, strip_view  # noqa: E402
+from dspark_viz.ui.playground import admission_view, playground_view, sps_chart_json  # noqa: E402
+from dspark_viz.ui.replay import load_trace_file, replay_view  # noqa: E402
+from dspark_viz.ui.resources import TRACE_DIR, Limits, drafters_md, load_resources  # noqa: E402
+from dspark_viz.ui.text import md_escape  # noqa: E402
+from dspark_viz.viz import legend_html  # noqa: E402
 
 MODEL_LIMIT = 2            # model-bound events running at once (decoding, serving sweeps); instant ones: no limit
 
@@ -45,10 +53,10 @@ CALIB_HELP = """Is the confidence head honest? Each panel is one draft position 
 below it the head is over-confident. **Sequential Temperature Scaling (STS)** fits one temperature per position, left
 to right: it keeps the ranking (AUROC) and fixes the scale, which the scheduler's Θ estimate relies on."""
 
-FRONTIER_HELP = """A serving simulation (`engine.sweep`): R requests share the engine, each step replays one recorded
-round per request, the policy picks ℓ for each request and the step costs 1/SPS(B). **Left**: total throughput
-against per-user speed, one point per R (up and right is better). **Right**: how many drafts each policy verifies as
-R grows: fixed policies never adapt, the hardware-aware scheduler spends less when the engine is busy."""
+FRONTIER_HELP = """A serving simulation (`serving.simulate.sweep`): R requests share the engine, each step replays one
+recorded round per request, the policy picks ℓ for each request and the step costs 1/SPS(B). **Left**: total
+throughput against per-user speed, one point per R (up and right is better). **Right**: how many drafts each policy
+verifies as R grows: fixed policies never adapt, the hardware-aware scheduler spends less when the engine is busy."""
 
 REPLAY_HELP = """Upload a saved **Trace JSON** (the file under Live decode, `trace.to_json()` in a notebook, or the
 CLI), or take your last live run, then slide through its rounds: the text up to that round, the round's confidences
@@ -64,7 +72,7 @@ def _keep(x):
     return gr.skip() if x is None else x
 
 
-def live_outputs(u: L.LiveUpdate) -> tuple:
+def live_outputs(u: LiveUpdate) -> tuple:
     """One LiveUpdate → (status, strip, round plot, stats, trace file, last-trace state)."""
     if u.warning and u.phase in ("start", "error"):
         gr.Warning(u.warning)
@@ -78,69 +86,67 @@ def _strip_box(body: str, empty: str = "The answer appears here, round by round.
     return f'<div style="max-height:440px;overflow-y:auto">{body}</div>'
 
 
-def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_dir=L.TRACE_DIR, examples=None,
-               limits: L.Limits | None = None, target_path: str | None = None) -> gr.Blocks:
+def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_dir=TRACE_DIR, examples=None,
+               limits: Limits | None = None, target_path: str | None = None) -> gr.Blocks:
     """The app. target / drafters / profiles / traces default to the embedded model, every drafter that loads,
     the synthetic + measured SPS profiles and assets/traces/*.json (synthetic requests when there are none)."""
-    from dspark_viz.viz import legend_html
-
-    res = L.load_resources(target, drafters, profiles=profiles, traces=traces, trace_dir=trace_dir,
-                           examples=examples, limits=limits, target_path=target_path)
+    res = load_resources(target, drafters, profiles=profiles, traces=traces, trace_dir=trace_dir,
+                         examples=examples, limits=limits, target_path=target_path)
     lim = res.limits
     first_profile = next(iter(res.profiles))
 
     def live(prompt, drafter, temperature, max_new, load, profile, compare, seed, show_pruned=True):
-        for u in L.live_decode(res, prompt, drafter, temperature, max_new, load, profile, compare, seed,
-                               show_pruned):
+        for u in live_decode(res, prompt, drafter, temperature, max_new, load, profile, compare, seed,
+                             show_pruned):
             yield live_outputs(u)
 
     def live_strip(last, show_pruned):
-        return gr.skip() if last is None else _strip_box(L.strip_view(last, show_pruned))
+        return gr.skip() if last is None else _strip_box(strip_view(last, show_pruned))
 
     def playground(load, profile, early_stop):
         try:
-            v = L.playground_view(res, load, profile, early_stop)
+            v = playground_view(res, load, profile, early_stop)
         except ValueError as e:
             gr.Warning(str(e))
-            return f"⚠️ **{L.md_escape(e)}**", gr.skip(), gr.skip()
+            return f"⚠️ **{md_escape(e)}**", gr.skip(), gr.skip()
         return v.summary, v.lengths_html, _plot(v.lengths_chart)
 
     def playground_path(load, profile, early_stop):
         try:
-            return _plot(L.admission_view(res, load, profile, early_stop))
+            return _plot(admission_view(res, load, profile, early_stop))
         except ValueError:
             return gr.skip()                           # the first event already said why
 
     def calibration(position, after):
         try:
-            chart, table = L.calibration_view(res, position, after)
+            chart, table = calibration_view(res, position, after)
         except ValueError as e:
             gr.Warning(str(e))
-            return gr.skip(), f"⚠️ **{L.md_escape(e)}**"
+            return gr.skip(), f"⚠️ **{md_escape(e)}**"
         return _plot(chart), table
 
     def frontier(profile, cache):
         try:
-            f, b, summary, cache = L.frontier_view(res, profile, cache)
+            f, b, summary, cache = frontier_view(res, profile, cache)
         except ValueError as e:
             gr.Warning(str(e))
-            return gr.skip(), gr.skip(), f"⚠️ **{L.md_escape(e)}**", gr.skip()
+            return gr.skip(), gr.skip(), f"⚠️ **{md_escape(e)}**", gr.skip()
         return _plot(f), _plot(b), summary, cache
 
     def replay_outputs(tr, index=None, note: str = "", show_pruned: bool = True):
         try:
-            status, strip, rv, path = L.replay_view(tr, index, show_pruned)
+            status, strip, rv, path = replay_view(tr, index, show_pruned)
         except Exception as e:                         # noqa: BLE001 — a malformed round: say so, stay up
             gr.Warning(f"cannot draw this round: {e}")
-            return f"⚠️ **Cannot draw this round: {L.md_escape(e)}**", gr.skip(), gr.skip(), gr.skip()
+            return f"⚠️ **Cannot draw this round: {md_escape(e)}**", gr.skip(), gr.skip(), gr.skip()
         return status + note, _strip_box(strip, "The trace's text appears here."), _plot(rv), _plot(path)
 
     def replay_load(file, show_pruned=True):
         try:
-            tr = L.load_trace_file(file)
+            tr = load_trace_file(file)
         except ValueError as e:
             gr.Warning(str(e))
-            return (None, gr.Slider(visible=False), f"⚠️ **Could not open this file: {L.md_escape(e)}**",
+            return (None, gr.Slider(visible=False), f"⚠️ **Could not open this file: {md_escape(e)}**",
                     _strip_box("", "The trace's text appears here."), None, None)
         return (tr, _round_slider(tr), *replay_outputs(tr, None, "\n\n✓ Loaded the uploaded trace.", show_pruned))
 
@@ -158,7 +164,7 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
     with gr.Blocks(title="DSpark — speculative decoding, live", analytics_enabled=False,
                    delete_cache=(1800, 3600)) as demo:       # served copies of trace files: dropped after an hour
         last_trace = gr.State(None)                    # per session: the last finished live trace
-        gr.Markdown(INTRO.format(target=f"`{res.target.name}`", drafters=L.drafters_md(res)))
+        gr.Markdown(INTRO.format(target=f"`{res.target.name}`", drafters=drafters_md(res)))
         with gr.Tabs():
             # -- live decode --------------------------------------------------------------------------------
             with gr.Tab("Live decode", id="live"):
@@ -232,7 +238,7 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
                       trigger_mode="always_last", show_progress="hidden") \
                     .then(playground_path, pg_in, pg_path_plot, api_name="playground_path", concurrency_limit=None,
                           trigger_mode="always_last", show_progress="hidden")
-                pg_tab.select(lambda: _plot(L.sps_chart_json(res)), None, sps_plot, api_visibility="private",
+                pg_tab.select(lambda: _plot(sps_chart_json(res)), None, sps_plot, api_visibility="private",
                               concurrency_limit=None)
 
             # -- calibration --------------------------------------------------------------------------------
@@ -277,7 +283,7 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
                         rp_round = gr.Slider(0, 1, value=0, step=1, label="Round", visible=False,
                                              elem_id="replay-round")
                         rp_pruned = gr.Checkbox(True, label="Show pruned drafts (cut by the scheduler)")
-                rp_status = gr.Markdown(L.replay_view(None, None)[0], elem_id="replay-status")
+                rp_status = gr.Markdown(replay_view(None, None)[0], elem_id="replay-status")
                 rp_strip = gr.HTML(_strip_box("", "The trace's text appears here."), elem_id="replay-strip")
                 with gr.Row():
                     rp_round_plot = gr.Plot(show_label=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
 
-from dspark_viz.bench import main  # noqa: E402
+from dspark_viz.bench.runner import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(prog="python benchmarks/bench_decode.py"))

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dspark_viz.bench import load_reports, markdown_report  # noqa: E402
+from dspark_viz.bench.runner import load_reports, markdown_report  # noqa: E402
 
 
 def main() -> None:

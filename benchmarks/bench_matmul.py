@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from dspark_viz import attention, kernels, lean  # noqa: E402
-from dspark_viz.target import load_target  # noqa: E402
+from dspark_viz.fast import attention, kernels, lean  # noqa: E402
+from dspark_viz.model.target import load_target  # noqa: E402
 
 
 def forward_ms(target, ctx: list[int], n: int, stock: bool, what: str = "matmul") -> tuple[float, torch.Tensor]:

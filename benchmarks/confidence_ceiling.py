@@ -88,7 +88,8 @@ def perfect_head_replay(ch: dict[str, np.ndarray], replicas: int, rounds: int, s
     """Headline ratios (HardwareAware over FixedLength(1), GPU-like profile) with the perfect head c*, with the
     shipped head after STS, and for the oracle yardstick, on outcomes drawn from c*."""
     from dspark_viz.calibration import fit_sts
-    from dspark_viz.engine import gpu_like, headline, sweep
+    from dspark_viz.serving.profile import gpu_like
+    from dspark_viz.serving.simulate import headline, sweep
 
     rng = np.random.default_rng(seed)
     cs = np.repeat(ch["c_star"], replicas, 0)                                         # (N·r, γ)
@@ -113,7 +114,7 @@ def perfect_head_replay(ch: dict[str, np.ndarray], replicas: int, rounds: int, s
 
 def run(args) -> None:
     from dspark_viz.drafters import load_drafter
-    from dspark_viz.target import cache_dir, load_target
+    from dspark_viz.model.target import cache_dir, load_target
     from dspark_viz.train.trainer import FeatureStore
 
     torch.set_num_threads(args.threads)

@@ -1,6 +1,6 @@
 """Write docs/results.md: τ per domain (Table-1 style) and conditional acceptance per position (Fig. 2 style)
 for the shipped drafters, full-block verification (ℓ = γ), on the project's evaluation split and on
-../shared/bench (gsm8k = math, humaneval = code, mt-bench = chat).
+the benchmark prompt folder (--bench-dir or $DSPARK_BENCH_DIR: gsm8k = math, humaneval = code, mt-bench = chat).
 
 Every (drafter, source, temperature) cell is cached as JSON in docs/results/ so an interrupted run
 resumes, and the markdown is regenerated from whatever cells exist:
@@ -9,7 +9,7 @@ resumes, and the markdown is regenerated from whatever cells exist:
     python benchmarks/results.py --write-only
     python benchmarks/results.py --simulate --write-only     # serving simulation (docs/simulation/)
 
-The simulation replays the DSpark drafter's out-of-sample traces (../shared/bench, T = 1, recorded by the
+The simulation replays the DSpark drafter's out-of-sample traces (benchmark prompt folder, T = 1, recorded by the
 cells above into $DSPARK_CACHE/traces) with the shipped STS applied, on each named engine profile.
 """
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dspark_viz.evaluate import bench_files, evaluate_drafter, load_eval_prompts  # noqa: E402
+from dspark_viz.evaluate import evaluate_drafter, load_eval_prompts  # noqa: E402
+from dspark_viz.settings import assets, bench_files  # noqa: E402
 
 OUT = ROOT / "docs" / "results"
 SIM = ROOT / "docs" / "simulation"
@@ -34,10 +35,11 @@ LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlas
          "lookup": "prompt lookup"}
 
 
-def sources() -> dict[str, list[Path]]:
-    s = {"project-eval": [ROOT / "assets" / "prompts" / "eval.jsonl"]}
-    if bench_files():
-        s["shared-bench"] = bench_files()
+def sources(bench_dir: str | None = None) -> dict[str, list[Path]]:
+    """The project's evaluation suite, and the benchmark prompt folder when one is given."""
+    s = {"project-eval": [assets("prompts", "eval.jsonl")]}
+    if bench_files(bench_dir):
+        s["shared-bench"] = bench_files(bench_dir)
     return s
 
 
@@ -49,7 +51,7 @@ def run(args) -> None:
     import torch
 
     from dspark_viz.drafters import load_drafter
-    from dspark_viz.target import load_target
+    from dspark_viz.model.target import load_target
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -61,7 +63,7 @@ def run(args) -> None:
         except (FileNotFoundError, ValueError) as e:
             print(f"skip {name}: {e}")
             continue
-        for src, files in sources().items():
+        for src, files in sources(args.bench_dir).items():
             if args.sources and src not in args.sources:
                 continue
             recs = load_eval_prompts(files, per_domain=args.per_domain)
@@ -78,14 +80,14 @@ def run(args) -> None:
                             card_config=card.get("config", {}), card_sha256=card.get("sha256", ""))
                 path.write_text(json.dumps(body, indent=1))
                 print(f"{name} {src} T={T:g}: τ = {res['tau']:.3f}")
-                from dspark_viz.target import cache_dir
+                from dspark_viz.model.target import cache_dir
 
                 cdir = cache_dir() / "traces" / name / f"{src}_T{T:g}"      # all traces, for `calibrate`
                 cdir.mkdir(parents=True, exist_ok=True)
                 for i, tr in enumerate(res["traces"]):
                     tr.to_json(str(cdir / f"{i:04d}.json"))
                 if args.traces and src == "project-eval":                  # a few shipped for the faces
-                    tdir = ROOT / "assets" / "traces"
+                    tdir = assets("traces")
                     tdir.mkdir(parents=True, exist_ok=True)
                     for i, tr in enumerate(res["traces"][: args.traces]):
                         tr.to_json(str(tdir / f"{name}_T{T:g}_{i:03d}.json"), digits=5)
@@ -95,8 +97,9 @@ def simulate(args) -> None:
     """Trace-driven serving simulation per profile → docs/simulation/PROFILE.json (curves + headline)."""
     from dspark_viz.calibration import STSCalibration
     from dspark_viz.drafters.neural import calibration_path
-    from dspark_viz.engine import SWEEP_POLICIES, headline, named_profile, sweep
-    from dspark_viz.target import cache_dir
+    from dspark_viz.serving.simulate import SWEEP_POLICIES, headline, sweep
+    from dspark_viz.serving.profile import named_profile
+    from dspark_viz.model.target import cache_dir
     from dspark_viz.trace import Trace
 
     tdir = cache_dir() / "traces" / args.sim_drafter / args.sim_traces
@@ -230,7 +233,7 @@ def write_markdown() -> Path:
     if cals:
         lines += ["## Confidence calibration (STS)", "",
                   "Fitted on the full-block traces of the project's evaluation split, measured out of sample on the "
-                  "../shared/bench traces (`dspark-viz calibrate --fit-traces … --eval-traces … --json …`). "
+                  "benchmark-folder traces (`dspark-viz calibrate --fit-traces … --eval-traces … --json …`). "
                   "ECE of prefix survival a_k against 1[m ≥ k] (20 bins); AUROC of a_k.", ""]
         for p in cals:
             r = json.loads(p.read_text())
@@ -281,6 +284,8 @@ def main() -> None:
     ap.add_argument("--traces", type=int, default=0, help="save this many project-eval traces per cell to assets/traces")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--batch", type=int, default=8, help="requests decoded together (batched verification; same traces)")
+    ap.add_argument("--bench-dir", default=None, help="folder of benchmark prompt files (*.jsonl; gsm8k = math, "
+                    "humaneval = code, mt-bench = chat); default $DSPARK_BENCH_DIR")
     ap.add_argument("--sources", nargs="+", default=None, help="project-eval and/or shared-bench (default: both)")
     ap.add_argument("--write-only", action="store_true", help="no decoding (with --simulate: only the simulation)")
     ap.add_argument("--simulate", action="store_true", help="run the serving simulation on the recorded traces")

@@ -20,6 +20,8 @@ import torch
 from .drafters.base import Context, Drafter
 from .sampling import probs_from_logits, sample, verify_block
 from .trace import DraftToken, Round, Trace
+from .scheduler import FixedLength, HardwareAware
+from .serving.profile import profile_for
 
 MAX_NEW_TOKENS = 4096
 
@@ -53,9 +55,7 @@ class generate_rounds:
             raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) "
                              f"exceeds the target's context of {target.max_context} tokens")
         if drafter is not None and policy is None:      # single user: Algorithm 1 with R = 1 on this device
-            from .scheduler import FixedLength, HardwareAware
             if drafter.has_confidence:
-                from .engine import profile_for
                 policy, sps = HardwareAware(), sps if sps is not None else profile_for(target)
             else:
                 policy = FixedLength(drafter.gamma)

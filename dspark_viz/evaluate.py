@@ -15,14 +15,6 @@ from .decode import speculative_generate
 from .scheduler import FixedLength
 from .train.prompts import load_prompts
 
-SHARED_BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
-
-
-def bench_files() -> list[Path]:
-    """../shared/bench/*.jsonl when present (gsm8k = math, humaneval = code, mt-bench = chat)."""
-    return sorted(SHARED_BENCH.glob("*.jsonl")) if SHARED_BENCH.exists() else []
-
-
 def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None = None) -> list[dict]:
     recs: list[dict] = []
     for p in paths:
@@ -60,7 +52,7 @@ def evaluate_drafter(target, drafter, records: list[dict], temperature: float = 
             out = [speculative_generate(target, drafter, prompt_ids=ids[0], policy=policy, temperature=temperature,
                                         max_new_tokens=max_new_tokens, seed=seed + i0)]
         else:
-            from .batched import batched_generate
+            from .serving.batched import batched_generate
 
             out = batched_generate(target, drafter, prompt_ids=ids, policy=policy, temperature=temperature,
                                    max_new_tokens=max_new_tokens, seed=seed + i0).traces

@@ -37,12 +37,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .engine import SPSProfile, gpu_like
+from .serving.profile import SPSProfile, gpu_like
+
+
+def checked(conf, what: str = "confidences") -> np.ndarray:
+    """conf as a float array, or a ValueError when any value is NaN or outside [0, 1] (they are probabilities)."""
+    c = np.asarray(conf, dtype=float)
+    bad = ~((c >= 0.0) & (c <= 1.0))                     # NaN fails both comparisons
+    if bad.any():
+        raise ValueError(f"{what} must be probabilities in [0, 1]; got {c[bad].flat[0]!r}")
+    return c
 
 
 def survival(conf: Sequence[float]) -> np.ndarray:
     """a_j = Π_{i≤j} c_i.  (γ,)"""
-    return np.cumprod(np.clip(np.asarray(conf, dtype=float), 0.0, 1.0))
+    return np.cumprod(checked(conf))
 
 
 @dataclass
@@ -65,7 +74,7 @@ def _surv_list(conf, name: str) -> list[np.ndarray]:
         if c is None:
             raise ValueError(f"policy {name!r} needs confidences, request {r} has none")
     if len(conf) and len({len(c) for c in conf}) == 1:
-        return list(np.cumprod(np.clip(np.asarray(conf, dtype=float), 0.0, 1.0), axis=1))   # (R, γ) rows
+        return list(np.cumprod(checked(conf), axis=1))                 # (R, γ) rows
     return [survival(c) for c in conf]
 
 
@@ -123,7 +132,7 @@ def admitted_count(theta: np.ndarray, theta0: float, early_stop: bool = True, fl
     return int(np.argmax(np.r_[theta0, theta]))
 
 
-def _lengths(R: int, r: np.ndarray, j: np.ndarray, n: int) -> list[int]:
+def _lengths(R: int, r: np.ndarray, n: int) -> list[int]:
     """ℓ_r = number of admitted candidates of r (the admitted set is prefix-closed)."""
     return np.bincount(r[:n], minlength=R).astype(int).tolist()
 
@@ -162,6 +171,9 @@ class FixedLength(Policy):
         self.name = f"fixed-{self.ell}"
 
     def choose(self, conf, sps=None, *, explain=True) -> Schedule:
+        for c in conf:
+            if c is not None:
+                checked(c)
         ell = [self.ell if c is None else min(self.ell, len(c)) for c in conf]
         return _finish(ell, conf, sps)
 
@@ -182,7 +194,7 @@ class StaticThreshold(Policy):
         for r, c in enumerate(conf):
             if c is None:
                 raise ValueError(f"policy {self.name!r} needs confidences, request {r} has none")
-            v = survival(c) if self.on == "survival" else np.asarray(c, dtype=float)
+            v = survival(c) if self.on == "survival" else checked(c)
             fail = np.flatnonzero(~(v >= self.theta))
             ell.append(int(fail[0]) if fail.size else len(v))
         return _finish(ell, conf, sps)
@@ -242,7 +254,7 @@ class HardwareAware(_StaleCapacity, Policy):
         K = self.stale_K(conf, sps) if self.floor_lag else None
         r, j, a, B, tau, theta, theta0 = greedy_path(a_list, sps)
         n = admitted_count(theta, theta0, self.early_stop, floor=K or 0)
-        ell = _lengths(len(a_list), r, j, n)
+        ell = _lengths(len(a_list), r, n)
         stop = n if n < len(a) else None
         info = dict(theta0=theta0, B0=len(a_list), profile=sps.name, admitted=n, candidates=int(len(a)))
         if self.floor_lag:
@@ -273,7 +285,7 @@ class AsyncGlobal(_StaleCapacity, Policy):
         K, src = (K, f"{self.lag} calls old") if K is not None else (len(a_list), "warm-up: K = R")
         r, j, a, B, tau, theta, theta0 = greedy_path(a_list, sps)
         n = min(K, len(a))
-        ell = _lengths(len(a_list), r, j, n)
+        ell = _lengths(len(a_list), r, n)
         return _finish(ell, conf, sps, a_list, path=_path_dicts(r, j, a, B, tau, theta, n) if explain else [],
                        stop_at=n if n < len(a) else None,
                        info=dict(K=K, K_source=src, theta0=theta0, profile=sps.name))

@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 STATUSES = ("accepted", "rejected", "not_reached", "pruned")
-BONUS_SOURCES = ("residual", "target", "none")
 
 
 @dataclass

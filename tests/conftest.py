@@ -4,30 +4,22 @@ Threads: DSPARK_TEST_THREADS, else OMP_NUM_THREADS, else 1 (tests are timed on s
 """
 from __future__ import annotations
 
-import os
 from fractions import Fraction as F
 
 import pytest
 import torch
 
-from dspark_viz.toy import TableTarget
+from dspark_viz.model.toy import TableTarget
+from dspark_viz.settings import test_threads
 
 
-def _threads() -> int:
-    raw = os.environ.get("DSPARK_TEST_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
-    try:
-        return max(1, int(raw))
-    except ValueError:
-        return 1
-
-
-torch.set_num_threads(_threads())
+torch.set_num_threads(test_threads())
 
 
 @pytest.fixture(scope="session")
 def real_target():
     """The embedded SmolLM2-135M-Instruct target, fp32 on CPU (≈ 5 s, once per session)."""
-    from dspark_viz.target import find_embedded_gguf, load_target
+    from dspark_viz.model.target import find_embedded_gguf, load_target
 
     try:
         find_embedded_gguf()

@@ -27,13 +27,15 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import app  # noqa: E402
-from dspark_viz import app_logic as L  # noqa: E402
 from dspark_viz.decode import plain_generate, speculative_generate  # noqa: E402
 from dspark_viz.drafters import LookupDrafter, RandomDrafter  # noqa: E402
 from dspark_viz.scheduler import HardwareAware  # noqa: E402
-from dspark_viz.toy import tiny_llama_target  # noqa: E402
+from dspark_viz.model.toy import tiny_llama_target  # noqa: E402
+from dspark_viz.serving.background import tile_requests  # noqa: E402
 from dspark_viz.trace import Trace  # noqa: E402
-from dspark_viz.widgets import tile_requests  # noqa: E402
+from dspark_viz.ui.inputs import prepare_prompt  # noqa: E402
+from dspark_viz.ui.live import live_decode, live_policy  # noqa: E402
+from dspark_viz.ui.resources import DRAFTER_ORDER, build_calibration, load_recorded  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),      # inside gradio's queue
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
@@ -79,7 +81,7 @@ def library_decode(res, prompt, drafter="random", temperature=0.0, max_new=24, l
                    compare=False, seed=0) -> Trace:
     """The same request decoded directly by the library (what the app must reproduce)."""
     d = res.drafters[drafter]
-    return speculative_generate(res.target, d, prompt, policy=L.live_policy(d, load, res.recorded.conf_rows),
+    return speculative_generate(res.target, d, prompt, policy=live_policy(d, load, res.recorded.conf_rows),
                                 temperature=temperature, max_new_tokens=max_new, seed=seed,
                                 sps=res.profiles[profile])
 
@@ -165,16 +167,16 @@ def test_decode_bad_input_is_reported_and_the_app_stays_up(client, tiny):
 
 def test_live_decode_clamps_out_of_range_settings(tiny):
     _, res = tiny
-    ups = list(L.live_decode(res, "abcabc", "random", temperature=9, max_new_tokens=0, load=-3,
-                             profile="jagged", compare=False, seed=1))
+    ups = list(live_decode(res, "abcabc", "random", temperature=9, max_new_tokens=0, load=-3,
+                           profile="jagged", compare=False, seed=1))
     assert ups[0].warning and "temperature 9 is out of range" in ups[0].warning
     done = ups[-1]
     assert done.phase == "done" and "engine load R -3 is out of range" in done.status
     assert done.trace.meta["temperature"] == 2.0 and done.trace.meta["load_R"] == 1
     assert done.trace.meta["max_new_tokens"] == 1 and done.trace.n_generated == 1
-    bad = list(L.live_decode(res, "abc", "random", temperature="hot"))
+    bad = list(live_decode(res, "abc", "random", temperature="hot"))
     assert len(bad) == 1 and bad[0].phase == "error" and "must be a number" in bad[0].status
-    bad = list(L.live_decode(res, "abc", "random", profile="tpu"))
+    bad = list(live_decode(res, "abc", "random", profile="tpu"))
     assert len(bad) == 1 and "unknown profile" in bad[0].status
 
 
@@ -236,12 +238,12 @@ def test_recorded_traces_feed_the_model_free_tabs(tiny, tmp_path):
             str(tmp_path / f"dspark_T1_{i:04d}.json"))
     library_decode(res, "ababab", "lookup", max_new=8).to_json(str(tmp_path / "lookup_T0_0000.json"))
     (tmp_path / "broken.json").write_text("{")
-    rec = L.load_recorded(None, tmp_path)
+    rec = load_recorded(None, tmp_path)
     assert not rec.synthetic and len(rec.traces) == 4 and "recorded" in rec.note
     assert rec.gamma == 4 and rec.conf_rows and all(len(c) == 4 for c in rec.conf_rows)
-    cal = L.build_calibration(rec)
+    cal = build_calibration(rec)
     assert "out of sample" in cal.note and cal.conf.shape[1] == 4
-    assert L.load_recorded(None, tmp_path / "nothing").synthetic
+    assert load_recorded(None, tmp_path / "nothing").synthetic
 
 
 # -- replay ----------------------------------------------------------------------------------------------------
@@ -332,7 +334,7 @@ def test_real_target_decode(real_target):
     demo = app.build_demo(real_target)                               # every drafter that loads (lookup at least)
     res = demo.dspark_resources
     assert "lookup" in res.drafters
-    for name in set(L.DRAFTER_ORDER) - set(res.drafters):
+    for name in set(DRAFTER_ORDER) - set(res.drafters):
         assert name in res.missing                                   # not shipped yet: listed, not offered
     url = serve(demo)
     try:
@@ -352,11 +354,11 @@ def test_real_target_decode(real_target):
 
 def test_prompt_truncation_keeps_the_end(real_target):
     text = "First sentence. " + " ".join(f"word{i}" for i in range(3000)) + " Final question: what is 2+2?"
-    ids, used, notice = L.prepare_prompt(real_target, text, 64, 1024)
+    ids, used, notice = prepare_prompt(real_target, text, 64, 1024)
     assert len(ids) <= 1024 - 64 and notice and "truncated" in notice
     assert used.endswith("Final question: what is 2+2?") and text.endswith(used)
     assert ids == real_target.chat_ids(used)
-    ids2, used2, notice2 = L.prepare_prompt(real_target, "Hi there", 64, 1024)
+    ids2, used2, notice2 = prepare_prompt(real_target, "Hi there", 64, 1024)
     assert notice2 is None and used2 == "Hi there"
     with pytest.raises(ValueError, match="empty"):
-        L.prepare_prompt(real_target, " \n ", 64, 1024)
+        prepare_prompt(real_target, " \n ", 64, 1024)

@@ -2,8 +2,8 @@
 import torch
 import torch.nn.functional as F
 
-from dspark_viz import attention, lean
-from dspark_viz.toy import tiny_llama_target
+from dspark_viz.fast import attention, lean
+from dspark_viz.model.toy import tiny_llama_target
 
 
 def _target():
@@ -63,7 +63,7 @@ def test_packed_path_runs_without_repeating_the_cache(monkeypatch):
 
 def test_batched_left_padded_rows_match_single_requests():
     """Batched verification (per-row masks and positions) gives each row the logits it gets alone."""
-    from dspark_viz.batched import batched_generate
+    from dspark_viz.serving.batched import batched_generate
     from dspark_viz.decode import plain_generate
     from dspark_viz.drafters import LookupDrafter
 

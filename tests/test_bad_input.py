@@ -9,7 +9,7 @@ from dspark_viz import cli
 from dspark_viz.decode import MAX_NEW_TOKENS, generate_rounds, plain_generate
 from dspark_viz.drafters import load_drafter
 from dspark_viz.sampling import probs_from_logits
-from dspark_viz.target import load_target, resolve_model_dir
+from dspark_viz.model.target import load_target, resolve_model_dir
 from dspark_viz.trace import Trace
 
 
@@ -147,7 +147,7 @@ def test_cli_bad_target_paths(capsys, tmp_path):
 
 
 def test_cli_policy_needing_confidences_with_lookup(capsys, monkeypatch, real_target):
-    monkeypatch.setattr("dspark_viz.target.load_target", lambda *a, **k: real_target)
+    monkeypatch.setattr("dspark_viz.model.target.load_target", lambda *a, **k: real_target)
     rc, _, err = _cli(capsys, "generate", "hi", "--policy", "hardware-aware")
     assert rc == 2 and "needs confidences" in err and "lookup" in err
 

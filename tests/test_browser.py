@@ -54,7 +54,7 @@ def app_url():
     sys.path.insert(0, str(ROOT))
     import app
     from dspark_viz.drafters import RandomDrafter
-    from dspark_viz.toy import tiny_llama_target
+    from dspark_viz.model.toy import tiny_llama_target
 
     target = tiny_llama_target()
     demo = app.build_demo(target, {"random": RandomDrafter(target.vocab_size, gamma=4, seed=1)}, trace_dir=None,

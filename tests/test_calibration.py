@@ -7,8 +7,17 @@ import json
 import numpy as np
 import pytest
 
-from dspark_viz.calibration import (STSCalibration, auroc, brier, calibration_report, ece, expected_auroc, fit_sts,
-                                    reliability_bins, rollouts_from_traces)
+from dspark_viz.calibration import (
+    STSCalibration,
+    auroc,
+    brier,
+    calibration_report,
+    ece,
+    expected_auroc,
+    fit_sts,
+    reliability_bins,
+    rollouts_from_traces,
+)
 from dspark_viz.trace import DraftToken, Round, Trace
 
 

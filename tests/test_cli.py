@@ -5,13 +5,14 @@ import json
 
 import pytest
 
-from dspark_viz import bench, cli
+from dspark_viz.bench import runner as bench
+from dspark_viz import cli
 from dspark_viz.trace import Trace
 
 
 @pytest.fixture
 def patched_target(monkeypatch, real_target):
-    monkeypatch.setattr("dspark_viz.target.load_target", lambda *a, **k: real_target)
+    monkeypatch.setattr("dspark_viz.model.target.load_target", lambda *a, **k: real_target)
     return real_target
 
 
@@ -98,7 +99,7 @@ def test_bench_registry_and_balanced_prompts(tmp_path):
 
 @pytest.mark.slow
 def test_profile_drafters_only_keeps_the_table(capsys, patched_target, tmp_path):
-    from dspark_viz.engine import SPSProfile, gpu_like
+    from dspark_viz.serving.profile import SPSProfile, gpu_like
 
     f = tmp_path / "p.json"
     gpu_like(bmax=16).save(f)

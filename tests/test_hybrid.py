@@ -8,16 +8,15 @@ from collections import Counter
 from fractions import Fraction as F
 
 import pytest
-import torch
 
 from exact import exact_output_distribution, target_output_distribution
 from test_sampling_exact import ALPHA, STOP8, _stat_setup, _table_drafter, chi2_pvalue
 from dspark_viz.decode import generate_rounds, plain_generate, speculative_generate
 from dspark_viz.drafters.hybrid import HybridDrafter, best_rate, rho_from_tau
 from dspark_viz.drafters.lookup import LookupIndex
-from dspark_viz.engine import SPSProfile
+from dspark_viz.serving.profile import SPSProfile
 from dspark_viz.scheduler import FixedLength, HardwareAware
-from dspark_viz.toy import TableTarget
+from dspark_viz.model.toy import TableTarget
 
 STEEP = SPSProfile("steep", [1, 2, 4, 8], [10.0, 7.0, 6.0, 5.0])       # verifying more costs a lot
 
@@ -160,7 +159,7 @@ def test_neural_draft_cost_comes_from_the_profile(draft4):
 
 @pytest.mark.slow
 def test_profile_times_each_shipped_drafter(real_target):
-    from dspark_viz.engine import measure_draft_costs
+    from dspark_viz.serving.measure import measure_draft_costs
 
     costs = measure_draft_costs(real_target, ["dspark", "no-such-drafter"], repeats=2, ctx_len=64)
     assert set(costs) == {"dspark"} and 0 < costs["dspark"] < 1.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dspark_viz import kernels
+from dspark_viz.fast import kernels
 
 
 @pytest.fixture(scope="module")

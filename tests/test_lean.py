@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dspark_viz import lean
+from dspark_viz.fast import lean
 
 
 def _forward(t, ids, new, **kw):
@@ -64,7 +64,7 @@ def _tiny_llama(dtype, seed=0):
     """A 2-layer random Llama (GQA 4/2 heads, head size 16) with the target's fast paths installed."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from dspark_viz import attention, kernels
+    from dspark_viz.fast import attention, kernels
 
     ext = kernels.load()
     if ext is None or not hasattr(ext, "layer_qkv"):
@@ -157,7 +157,7 @@ def test_sliding_window_model_stays_correct():
     passes the window, so the fused path steps aside (or, on a trimming cache, finishes in Python)."""
     from transformers import MistralConfig, MistralForCausalLM
 
-    from dspark_viz import attention, kernels
+    from dspark_viz.fast import attention, kernels
 
     ext = kernels.load()
     if ext is None or not hasattr(ext, "layer_qkv"):
@@ -178,7 +178,7 @@ def test_sliding_window_model_stays_correct():
 
 
 def test_native_layer_rejects_misfitting_arguments():
-    from dspark_viz import kernels
+    from dspark_viz.fast import kernels
 
     ext = kernels.load()
     if ext is None or not hasattr(ext, "layer_qkv"):

@@ -18,7 +18,7 @@ from dspark_viz.decode import generate_rounds, plain_generate, speculative_gener
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
 from dspark_viz.sampling import sample, verify_block, verify_outcomes
 from dspark_viz.scheduler import FixedLength, HardwareAware, Policy, StaticThreshold
-from dspark_viz.toy import TableTarget
+from dspark_viz.model.toy import TableTarget
 
 ALPHA = 1e-3
 

@@ -10,9 +10,19 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from dspark_viz.engine import SPSProfile, jagged
-from dspark_viz.scheduler import (AsyncGlobal, FixedLength, HardwareAware, Policy, StaticThreshold,
-                                  admitted_count, expected_throughput, greedy_path, make_policy, survival)
+from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged
+from dspark_viz.scheduler import (
+    AsyncGlobal,
+    FixedLength,
+    HardwareAware,
+    Policy,
+    StaticThreshold,
+    admitted_count,
+    expected_throughput,
+    greedy_path,
+    make_policy,
+    survival,
+)
 
 
 def smooth_profile(rng, bmax=24) -> SPSProfile:
@@ -352,3 +362,17 @@ def test_joint_exactness_across_requests():
             else:
                 assert _same(joint, product), name
     assert biased > 0
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, float("nan"), float("inf")])
+@pytest.mark.parametrize("name", ["fixed-3", "threshold", "hardware-aware", "async-global"])
+def test_policies_refuse_confidences_that_are_not_probabilities(name, bad):
+    policy = make_policy(name, **({"theta": 0.5} if name == "threshold" else {}))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        for _ in range(3):                        # async-global reads stale confidences after a lag
+            policy.choose([[0.9, 0.5, 0.2], [bad, 0.2, 0.1]], gpu_like())
+
+
+def test_hardware_aware_refuses_the_silently_clipped_case():
+    with pytest.raises(ValueError, match="probabilities"):
+        HardwareAware().choose([[1.5, 0.2]], gpu_like())

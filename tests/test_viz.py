@@ -14,7 +14,8 @@ pytest.importorskip("altair")
 
 from dspark_viz import calibration as cal
 from dspark_viz import metrics, viz
-from dspark_viz.engine import gpu_like, jagged, threshold_sweep
+from dspark_viz.serving.profile import gpu_like, jagged
+from dspark_viz.serving.simulate import threshold_sweep
 from dspark_viz.scheduler import HardwareAware, StaticThreshold
 from dspark_viz.trace import DraftToken, Round, Trace
 
@@ -127,7 +128,7 @@ def real_traces():
     from dspark_viz.decode import speculative_generate
     from dspark_viz.drafters import LookupDrafter, RandomDrafter
     from dspark_viz.scheduler import FixedLength
-    from dspark_viz.toy import TableTarget
+    from dspark_viz.model.toy import TableTarget
 
     t = TableTarget([[0.5, 0.3, 0.2], [0.2, 0.6, 0.2], [0.3, 0.3, 0.4]])
     d = RandomDrafter(3, gamma=5, seed=1)
@@ -331,7 +332,7 @@ def test_frontier_and_budget(sweep_df):
 
 
 def test_sweep_frame_from_engine(real_traces):
-    from dspark_viz.engine import sweep
+    from dspark_viz.serving.simulate import sweep
 
     df = sweep(real_traces["full"], ["fixed-1", "hardware-aware"], gpu_like(), Rs=(1, 8), n_rounds=5)
     check(viz.frontier_chart(df))

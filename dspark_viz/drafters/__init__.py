@@ -1,9 +1,11 @@
 """Drafters: prompt lookup, a random test drafter, and the neural family (DSpark, DFlash, EAGLE)."""
 from __future__ import annotations
 
+from ..serving.profile import profile_for
 from .base import Context, Draft, Drafter
-from .lookup import LookupDrafter
 from .hybrid import HybridDrafter
+from .lookup import LookupDrafter
+from .neural import is_card_path, load_card, load_shipped
 from .random import RandomDrafter
 
 NEURAL = ("dspark", "dspark-rnn", "dflash", "eagle")
@@ -14,15 +16,12 @@ def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
     """A drafter by name: ``lookup``, a shipped neural drafter (dspark, dspark-rnn, dflash, eagle), a drafter
     card file ``FILE.json`` (one you trained: `dspark-viz train --out FILE.json`), or either of the last two
     with ``+lookup`` (n-gram lookup as a second source, drafters/hybrid.py)."""
-    from .neural import is_card_path
-
     if name == "lookup":
         kw.pop("calibrated", None)
         return LookupDrafter(gamma=gamma or 7, vocab_size=target.vocab_size, **kw)
     base = name[:-7] if name.endswith("+lookup") else name
     if base not in NEURAL and not is_card_path(base):
         raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(NAMES)}, or a drafter card FILE.json")
-    from .neural import load_card, load_shipped
 
     sps = kw.pop("sps", None)
     if base in NEURAL:
@@ -32,8 +31,6 @@ def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
         neural = load_card(base, target, **kw)
     if base == name:
         return neural
-    from ..engine import profile_for
-
     return HybridDrafter(neural, sps or profile_for(target), lookup_gamma=gamma, vocab_size=target.vocab_size)
 
 
@@ -46,4 +43,5 @@ def speed_only(drafter: Drafter) -> Drafter:
     return drafter
 
 
-__all__ = ["speed_only", "Context", "Draft", "Drafter", "LookupDrafter", "RandomDrafter", "HybridDrafter", "load_drafter", "NAMES", "NEURAL"]
+__all__ = ["Context", "Draft", "Drafter", "HybridDrafter", "LookupDrafter", "NAMES", "NEURAL", "RandomDrafter",
+           "load_drafter", "speed_only"]

@@ -12,7 +12,7 @@ Round protocol (driven by decode.py):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,7 +33,6 @@ class Context:
     """What a drafter may read when a request starts (all committed, nothing about the future)."""
     prompt_ids: list[int]             # (n,)
     features: torch.Tensor | None     # (n, m·d) raw outputs of the target's chosen layers, or None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Drafter:

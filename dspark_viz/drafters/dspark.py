@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .. import kernels
-from ..config import DrafterConfig
+from ..fast import kernels
+from .config import DrafterConfig
 from ..sampling import probs_from_logits, sample
 from .backbone import ParallelBackbone
 from .base import Context, Draft, Drafter

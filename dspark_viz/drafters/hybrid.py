@@ -10,7 +10,7 @@ Each round, *before any draft token is sampled*, the drafter compares three opti
     none    no draft at all: a plain target step, 1/SPS(1) tokens per second
 and keeps the one with the most expected committed tokens per second,
     value = max_ℓ (1 + Σ_{k≤ℓ} a_k) / (t_d + 1/SPS(1 + ℓ)).
-"none" matters where verifying is dear (this CPU: 2 tokens cost ~1.7× one): a weak neural draft then
+"none" matters where verifying is dear (an SPS profile where 2 tokens cost well over one): a weak neural draft then
 costs more than it brings, and skipping it is plain decoding for that round.
 Both estimates are functions of the committed tokens only (plus constants), so the choice is
 non-anticipating: given the choice, the lookup tokens are a deterministic function of the past

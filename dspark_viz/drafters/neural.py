@@ -12,14 +12,16 @@ from pathlib import Path
 
 import torch
 
-from .. import kernels
-from ..config import DrafterConfig
+from ..fast import kernels
+from .config import DrafterConfig
 from .dspark import DSparkModel, NeuralDrafter
 from .eagle import EagleModel
+from ..settings import assets
+from ..calibration import STSCalibration
 
 FORMAT = "dspark_viz-drafter/1"
 SHIPPED = {"dspark": "dspark_markov", "dspark-rnn": "dspark_rnn", "dflash": "dflash", "eagle": "eagle"}
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "drafters"
+ASSETS = assets("drafters")
 
 
 def build_model(cfg: DrafterConfig, target, vocab_ids: torch.Tensor):
@@ -136,8 +138,6 @@ def calibration_path(name: str) -> Path:
 def _calibrate(d: NeuralDrafter, cal: Path, calibrated: bool) -> NeuralDrafter:
     """Attach the saved STS calibration (if any; used by decoding) to a drafter with a confidence head."""
     if calibrated and d.has_confidence and cal.exists():
-        from ..calibration import STSCalibration
-
         d.calibration = STSCalibration.load(cal)
     return d
 

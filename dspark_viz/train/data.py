@@ -21,6 +21,7 @@ import torch
 from tqdm import tqdm
 
 from .prompts import load_prompts
+from ..settings import assets, cache_dir
 
 
 def sample_batch(target, prompts: list[list[int]], temperature: float, max_new_tokens: int,
@@ -124,18 +125,16 @@ def _features_batch(target, seqs: list[list[int]]):
 
 
 def default_data_dir() -> Path:
-    from ..target import cache_dir
-
     return cache_dir() / "data" / "train"
 
 
 def main(argv=None) -> None:
     import argparse
 
-    from ..target import load_target
+    from ..model.target import load_target
 
     ap = argparse.ArgumentParser(description="generate target responses and cache target features (resumable)")
-    ap.add_argument("--prompts", default=str(Path(__file__).resolve().parents[2] / "assets/prompts/train.jsonl"))
+    ap.add_argument("--prompts", default=str(assets("prompts", "train.jsonl")))
     ap.add_argument("--out", default=None, help="default: $DSPARK_CACHE/data/train")
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--batch-size", type=int, default=32)

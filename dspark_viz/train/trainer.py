@@ -20,9 +20,11 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..config import DrafterConfig, TrainConfig
+from ..drafters.config import DrafterConfig
+from .config import TrainConfig
 from ..drafters.neural import build_model, init_from_target, save_drafter
 from .losses import drafter_loss, position_weights, target_probs, valid_prefix
+from ..drafters.neural import load_drafter_file
 
 
 class FeatureStore:
@@ -229,7 +231,6 @@ def remap_vocab(state: dict, old_ids: torch.Tensor, new_ids: torch.Tensor, fresh
 def _warm_start(model, target, out, log):
     """Weights of an exported drafter with the same config (its optimiser state is not shipped),
     moved onto ``model``'s draft vocabulary (built from the current data) when that differs."""
-    from ..drafters.neural import load_drafter_file
 
     try:
         shipped = load_drafter_file(out, target).model

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..engine import SPSProfile
+from ..serving.profile import SPSProfile
 from ..scheduler import Schedule
 from .style import ADMIT_COLORS, OKABE_ITO, POLICY_COLORS, series_scale
 

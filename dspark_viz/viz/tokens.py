@@ -12,6 +12,7 @@ import html
 
 from ..trace import Trace
 from .style import CHART_LABELS, STATUS_COLORS, STATUS_HELP, STATUS_LABELS, STATUS_ORDER, display_token, fmt
+from .style import status_encodings
 
 # inline CSS per status: colour AND shape (border style, strike-through, underline, weight)
 _BASE = "padding:0 1px;border-radius:3px;"     # font, white-space and line-height come from the container
@@ -127,7 +128,6 @@ def token_strip_chart(trace: Trace, show_pruned: bool = True, max_rounds: int | 
     """Rounds as rows, draft positions 1..γ (+ a 'bonus' column) as columns, colour + dash = status."""
     import altair as alt
 
-    from .style import status_encodings
 
     df = strip_frame(trace, show_pruned, max_rounds)
     gamma = max((len(r.drafts) for r in trace.rounds), default=0)

@@ -24,21 +24,21 @@ bit-identical lean forward.
 from __future__ import annotations
 
 import contextlib
-import os
 
 import torch
 
 from . import attention, kernels
+from ..settings import switch
 
 LAYER_CLASSES = ("LlamaDecoderLayer", "MistralDecoderLayer")
 
 
 def enabled() -> bool:
-    return os.environ.get("DSPARK_LEAN_LAYERS", "1") != "0"
+    return switch("DSPARK_LEAN_LAYERS")
 
 
 def fused_enabled() -> bool:
-    return os.environ.get("DSPARK_FUSED_LAYERS", "1") != "0"
+    return switch("DSPARK_FUSED_LAYERS")
 
 
 def _plain_causal(mask, q: int) -> bool:

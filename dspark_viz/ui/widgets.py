@@ -1,8 +1,8 @@
 """ipywidgets panels over the library: a live decoder, a scheduler playground, a calibration explorer.
 
 No math lives here: decoding is ``decode.generate_rounds``, scheduling ``scheduler.HardwareAware``,
-calibration ``calibration.fit_sts`` / ``calibration_report``, pictures ``dspark_viz.viz``. ipywidgets is
-imported lazily (only when a panel is built).
+calibration ``calibration.fit_sts`` / ``calibration_report``, pictures ``dspark_viz.viz``, engine load
+``serving.background.LoadedPolicy``. ipywidgets is imported lazily (only when a panel is built).
 
 Every panel exposes ``.widget`` (the root container to display) and plain methods (``step``, ``run``,
 ``set_load``, ``set_profile``, ``set_sts``, ``set_position``) that work without a display, so notebooks,
@@ -10,43 +10,27 @@ tests and scripts drive them the same way. Charts are shown through an Output wi
 Vega-Lite v5 mime bundle (``viz.mime_bundle``), which JupyterLab renders offline; the last chart of each
 view is also kept as an attribute (``round_chart``, ``lengths_chart``, ``chart`` …).
 
-Engine load in the decode panel. Algorithm 1 decides ℓ for a *batch*: with R concurrent requests the
-verify budget is shared. The decode panel serves one request, so for R > 1 it adds R − 1 background
-requests whose confidences replay ``background`` (recorded c_k rows; a small synthetic set by default),
-tiled deterministically — ``LoadedPolicy`` below. Only our request's ℓ is used (decode.py takes
-``lengths[0]``); the Schedule kept in each Round shows the whole batch's admission path.
+Engine load in the decode panel: the panel serves one request, so for R > 1 its policy is
+``LoadedPolicy``, which adds R − 1 background requests replaying ``background`` (recorded c_k rows; a small
+synthetic set by default). The Schedule kept in each Round shows the whole batch's admission path.
 """
 from __future__ import annotations
 
 import html
 from typing import Any, Mapping, Sequence
 
-from .engine import SPSProfile, gpu_like, jagged
-from .scheduler import FixedLength, HardwareAware, Policy, Schedule
-
-# A few confidence rows c_1..c_7 in the range a trained head produces (used when no recording is given)
-SYNTHETIC_BACKGROUND = (
-    (0.92, 0.88, 0.85, 0.80, 0.76, 0.72, 0.68),
-    (0.80, 0.70, 0.62, 0.55, 0.50, 0.45, 0.40),
-    (0.96, 0.93, 0.90, 0.88, 0.85, 0.82, 0.80),
-    (0.60, 0.50, 0.42, 0.35, 0.30, 0.27, 0.25),
-    (0.85, 0.80, 0.72, 0.65, 0.60, 0.52, 0.48),
-)
+from .. import calibration as cal
+from .. import metrics, viz
+from ..decode import generate_rounds
+from ..scheduler import FixedLength, HardwareAware, Policy, Schedule
+from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy, tile_requests
+from ..serving.profile import SPSProfile, gpu_like, jagged
 
 
 def _w():
     import ipywidgets
 
     return ipywidgets
-
-
-def tile_requests(confidences: Sequence[Sequence[float]], R: int) -> list[list[float]]:
-    """R confidence rows: the recorded rows repeated in order (deterministic, no sampling)."""
-    if R < 0:
-        raise ValueError(f"R must be ≥ 0, got {R}")
-    if R and not confidences:
-        raise ValueError("no confidence rows to tile")
-    return [list(confidences[i % len(confidences)]) for i in range(R)]
 
 
 def _profile_dict(profiles) -> dict[str, SPSProfile]:
@@ -61,32 +45,7 @@ def _profile_dict(profiles) -> dict[str, SPSProfile]:
 
 def _show(out, chart) -> None:
     """Replace an Output widget's content with one chart (works with or without a kernel)."""
-    from .viz import mime_bundle
-
-    out.outputs = ({"output_type": "display_data", "data": mime_bundle(chart), "metadata": {}},)
-
-
-class LoadedPolicy(Policy):
-    """Algorithm 1 for request 0 of a batch of R: requests 1..R−1 replay ``background`` rows.
-
-    Not a new algorithm: it only builds the batch and calls ``inner.choose`` (HardwareAware by default).
-    ``R`` may be changed between rounds.
-    """
-    needs_confidence = True
-
-    def __init__(self, R: int = 1, background: Sequence[Sequence[float]] = SYNTHETIC_BACKGROUND,
-                 inner: Policy | None = None):
-        self.R, self.background = int(R), [list(map(float, c)) for c in background]
-        self.inner = inner or HardwareAware()
-        self.lossless = self.inner.lossless
-
-    @property
-    def name(self) -> str:
-        return f"{self.inner.name}@R={self.R}"
-
-    def choose(self, conf, sps=None, *, explain: bool = True) -> Schedule:
-        batch = list(conf) + tile_requests(self.background, max(0, self.R - len(conf)))
-        return self.inner.choose(batch, sps, explain=explain)
+    out.outputs = ({"output_type": "display_data", "data": viz.mime_bundle(chart), "metadata": {}},)
 
 
 # -- live decoding ---------------------------------------------------------------------------------------
@@ -98,10 +57,7 @@ class DecodePanel:
     def __init__(self, target, drafters: Mapping[str, Any], profiles=None, *, prompt: str = "",
                  calibrations: Mapping[str, Any] | None = None, background=None, max_new_tokens: int = 64,
                  seed: int = 0, temperature: float = 0.0, max_load: int = 256):
-        from .decode import generate_rounds  # torch only when a panel is built
-
         W = _w()
-        self._generate_rounds = generate_rounds
         if not drafters:
             raise ValueError("give at least one drafter")
         self.target, self.drafters = target, dict(drafters)
@@ -166,7 +122,7 @@ class DecodePanel:
         name = self.drafter.value
         d = self.drafters[name]
         self.policy = self._make_policy(d)
-        self._rounds = self._generate_rounds(
+        self._rounds = generate_rounds(
             self.target, d, self.prompt.value, policy=self.policy, temperature=float(self.temperature.value),
             max_new_tokens=self.max_new_tokens, seed=self.seed, calibration=self.calibrations.get(name),
             sps=self.profiles[self.profile.value], meta={"panel_load": self.load.value})
@@ -213,8 +169,6 @@ class DecodePanel:
 
     # -- drawing --------------------------------------------------------------------------------------
     def _render(self) -> None:
-        from . import viz
-
         tr = self.trace
         self.strip.value = viz.token_strip_html(tr, max_rounds=200)
         self.round_chart = viz.round_view(tr, -1)
@@ -226,8 +180,6 @@ class DecodePanel:
         self._render_status()
 
     def _render_status(self) -> None:
-        from . import metrics
-
         tr = self.trace
         if tr is None:
             return
@@ -267,8 +219,6 @@ class SchedulerPlayground:
         return tile_requests(self.confidences, int(self.load.value))
 
     def update(self) -> Schedule:
-        from . import viz
-
         prof = self.profiles[self.profile.value]
         conf = self.requests()
         self.schedule = HardwareAware(early_stop=bool(self.early_stop.value)).choose(conf, prof)
@@ -315,13 +265,10 @@ class CalibrationExplorer:
     """
 
     def __init__(self, conf, accepted, ell=None, calib=None, n_bins: int = 10):
-        from . import calibration as cal
-        from .viz import reliability_frame
-
         W = _w()
         self.in_sample = calib is None
         self.calib = calib if calib is not None else cal.fit_sts(conf, accepted, ell)
-        self.frame = reliability_frame(conf, accepted, ell, self.calib, n_bins=n_bins)
+        self.frame = viz.reliability_frame(conf, accepted, ell, self.calib, n_bins=n_bins)
         self.report = cal.calibration_report(conf, accepted, ell, self.calib)
         self.gamma = len(self.report["n"])
         self.sts = W.ToggleButton(value=True, description="STS on", icon="thermometer-half",
@@ -337,13 +284,11 @@ class CalibrationExplorer:
         self.update()
 
     def update(self):
-        from .viz import reliability_diagram
-
         on = bool(self.sts.value)
         self.sts.description = "STS on" if on else "STS off"
         df = self.frame if on else self.frame[self.frame.stage == "before STS"]
         k = int(self.position.value)
-        self.chart = reliability_diagram(df, positions=[k] if k else None, report=self.report,
+        self.chart = viz.reliability_diagram(df, positions=[k] if k else None, report=self.report,
                                          size=300 if k else 150)
         _show(self.out, self.chart)
         self.table.value = self._table(on)
@@ -383,5 +328,4 @@ class CalibrationExplorer:
                 f'<div style="font-size:11px;color:#666">ECE and AUROC from calibration.calibration_report{note}</div>')
 
 
-__all__ = ["DecodePanel", "SchedulerPlayground", "CalibrationExplorer", "LoadedPolicy", "tile_requests",
-           "SYNTHETIC_BACKGROUND"]
+__all__ = ["DecodePanel", "SchedulerPlayground", "CalibrationExplorer"]

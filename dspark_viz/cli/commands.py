@@ -9,13 +9,13 @@ import json
 import time
 from pathlib import Path
 
-from .engine import PROFILE_DIR
+from ..settings import assets
 
 
 def _target(a):
     import torch
 
-    from .target import load_target
+    from ..model.target import load_target
 
     if getattr(a, "threads", None):
         torch.set_num_threads(a.threads)
@@ -44,7 +44,7 @@ def add_data(sub) -> None:
 
 
 def run_data(a) -> None:
-    from .train import data, prompts
+    from ..train import data, prompts
 
     if a.write_prompts:
         for k, v in prompts.write_suites(a.write_prompts).items():
@@ -58,7 +58,7 @@ def run_data(a) -> None:
 
 
 def add_train(sub) -> None:
-    from .train.cli import add_train_args, run_train
+    from .train import add_train_args, run_train
 
     p = sub.add_parser("train", help="train one drafter (dspark | dspark-rnn | dflash | eagle), resumable")
     add_train_args(p)
@@ -84,8 +84,8 @@ def add_eval(sub) -> None:
 
 
 def run_eval(a) -> None:
-    from .drafters import load_drafter
-    from .evaluate import evaluate_drafter, format_report, load_eval_prompts, to_json
+    from ..drafters import load_drafter
+    from ..evaluate import evaluate_drafter, format_report, load_eval_prompts, to_json
 
     recs = load_eval_prompts(a.prompts, domain=a.domain, per_domain=a.per_domain)
     if not recs:
@@ -121,12 +121,12 @@ def add_calibrate(sub) -> None:
 def run_calibrate(a) -> None:
     import numpy as np
 
-    from .calibration import STSCalibration, calibration_report, fit_sts, rollouts_from_traces
-    from .drafters import load_drafter
-    from .drafters.neural import calibration_path
-    from .evaluate import evaluate_drafter, load_eval_prompts
+    from ..calibration import STSCalibration, calibration_report, fit_sts, rollouts_from_traces
+    from ..drafters import load_drafter
+    from ..drafters.neural import calibration_path
+    from ..evaluate import evaluate_drafter, load_eval_prompts
 
-    from .trace import Trace
+    from ..trace import Trace
 
     fit_src, eval_src = a.fit_traces or a.prompts, a.eval_traces or a.eval_prompts
     if not fit_src and not eval_src:
@@ -187,7 +187,8 @@ def add_profile(sub) -> None:
 
 
 def run_profile(a) -> None:
-    from .engine import cpu_profile_file, measure_profile
+    from ..serving.profile import cpu_profile_file
+    from ..serving.measure import measure_profile
 
     if a.drafters_only and a.no_drafters:
         raise ValueError("--drafters-only and --no-drafters contradict each other")
@@ -197,7 +198,7 @@ def run_profile(a) -> None:
             raise SystemExit("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
         a.out = str(cpu_profile_file(str(target.dtype), target.matmul_path))
     if a.drafters_only:
-        from .engine import SPSProfile
+        from ..serving.profile import SPSProfile
 
         if not Path(a.out).exists():
             raise FileNotFoundError(f"--drafters-only needs an existing profile at {a.out}: run `dspark-viz profile` first")
@@ -205,8 +206,8 @@ def run_profile(a) -> None:
     else:
         prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
     if not a.no_drafters:                     # the neural drafters' proposal cost, read by the hybrid's arbiter
-        from .drafters import NEURAL
-        from .engine import measure_draft_costs
+        from ..drafters import NEURAL
+        from ..serving.measure import measure_draft_costs
 
         prof.meta["draft_s"] = measure_draft_costs(target, NEURAL, repeats=a.repeats, ctx_len=a.ctx_len)
         prof.meta["draft_s_when"] = time.strftime("%Y-%m-%d")      # may differ from the table's "when"
@@ -236,10 +237,11 @@ def add_simulate(sub) -> None:
 
 
 def run_simulate(a) -> None:
-    from .engine import SWEEP_POLICIES, headline, named_profile, sweep
-    from .trace import Trace
+    from ..serving.simulate import SWEEP_POLICIES, headline, sweep
+    from ..serving.profile import named_profile
+    from ..trace import Trace
 
-    tdir = Path(a.traces) if a.traces else PROFILE_DIR.parent / "traces"
+    tdir = Path(a.traces) if a.traces else assets("traces")
     traces = [Trace.from_json(str(p)) for p in sorted(tdir.glob("*.json"))]
     traces = [t for t in traces if any(r.drafts and r.drafts[0].confidence is not None for r in t.rounds)]
     if not traces:
@@ -260,10 +262,10 @@ def run_simulate(a) -> None:
 
 def run_real_batched(a, prof, df) -> list[dict]:
     """`simulate --real`: batched decoding on the target for each R, against the profile's predictions."""
-    from .batched import MAX_BATCH, batched_generate, sim_vs_real
-    from .drafters import load_drafter
-    from .scheduler import HardwareAware
-    from .train.prompts import load_prompts
+    from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
+    from ..drafters import load_drafter
+    from ..scheduler import HardwareAware
+    from ..train.prompts import load_prompts
 
     try:
         Rs = [int(x) for x in a.real.split(",") if x.strip()]
@@ -273,7 +275,7 @@ def run_real_batched(a, prof, df) -> list[dict]:
         raise ValueError(f"--real request counts must lie in 1…{MAX_BATCH}, got {a.real!r}")
     target = _target(a)
     drafter = load_drafter(a.real_drafter, target)
-    recs = load_prompts(PROFILE_DIR.parent / "prompts" / "eval.jsonl")
+    recs = load_prompts(assets("prompts", "eval.jsonl"))
     out = []
     print(f"\nreal batched decoding ({drafter.name}, HardwareAware on {prof.name}, T = {a.temperature:g}, "
           f"{a.real_tokens} new tokens per request)")

@@ -15,17 +15,17 @@ training and anything unusual go to transformers' own SDPA function unchanged.
 from __future__ import annotations
 
 import contextlib
-import os
 
 import torch
 import torch.nn.functional as F
+from ..settings import switch
 
 NAME = "dspark_packed_sdpa"
 MAX_Q = 8                                          # verification blocks; prefill keeps the stock path
 
 
 def enabled() -> bool:
-    return os.environ.get("DSPARK_PACKED_GQA", "1") != "0"
+    return switch("DSPARK_PACKED_GQA")
 
 
 def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,

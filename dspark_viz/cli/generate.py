@@ -1,20 +1,18 @@
-"""`dspark-viz …` command line: thin subcommands over the library.
-
-    dspark-viz generate "Explain RoPE in two sentences." --drafter lookup --max-new-tokens 96
-    dspark-viz bench --n-prompts 2 --max-new-tokens 64 --json bench.json
-    dspark-viz data | train | eval | calibrate | profile | simulate …   (dspark_viz/commands.py)
-
-Adding a subcommand: write ``add(parser)`` and ``run(args) -> int`` and put them in SUBCOMMANDS, or
-give a module a ``register(subparsers)`` that sets ``func`` and list it in REGISTRARS.
-Bad input (ValueError / FileNotFoundError, argparse errors) prints one line on stderr and exits 2.
-"""
+"""``dspark-viz generate``: decode one prompt and print it, accepted / rejected / bonus tokens coloured."""
 from __future__ import annotations
-
 import argparse
 import os
 import sys
-from dataclasses import dataclass
-from typing import Callable
+
+from .. import metrics
+from ..decode import check_settings, generate_rounds
+from ..drafters import NAMES, load_drafter
+from ..drafters.neural import is_card_path
+from ..model.target import load_target
+from ..scheduler import make_policy
+from ..serving.profile import named_profile
+from .common import set_threads
+
 
 # -- terminal colours ------------------------------------------------------------------------------
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "bonus": "\x1b[33m", "dim": "\x1b[2m", "reset": "\x1b[0m"}
@@ -40,8 +38,6 @@ def render_round(r, color: bool) -> str:
 
 
 def summary_line(trace) -> str:
-    from . import metrics
-
     ts = metrics.time_split(trace)
     return (f"τ = {metrics.tau(trace):.2f} tokens/round · {trace.n_generated} tokens in {len(trace.rounds)} rounds "
             f"· {metrics.tokens_per_second(trace):.1f} tok/s · time: draft {ts['draft']:.0%} verify "
@@ -54,7 +50,7 @@ def summary_line(trace) -> str:
 PLAIN_NAMES = ("none", "plain")
 
 
-def _add_generate(ap: argparse.ArgumentParser) -> None:
+def add_generate(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("prompt", help="the user message (the chat template is applied)")
     ap.add_argument("--drafter", default="lookup", help="lookup (default), a shipped neural drafter "
                     "(dspark, dspark-rnn, dflash, eagle), a drafter card FILE.json, NAME+lookup, "
@@ -77,8 +73,6 @@ def _add_generate(ap: argparse.ArgumentParser) -> None:
 
 
 def _make_policy(name: str, gamma: int, theta: float):
-    from .scheduler import make_policy
-
     key = name.strip().lower()
     if key == "fixed":
         return make_policy(f"fixed-{gamma}")
@@ -87,14 +81,7 @@ def _make_policy(name: str, gamma: int, theta: float):
     return make_policy(key)
 
 
-def _run_generate(a: argparse.Namespace) -> int:
-    import torch
-
-    from .decode import check_settings, generate_rounds
-    from .drafters import NAMES, load_drafter
-    from .drafters.neural import is_card_path
-    from .target import load_target
-
+def run_generate(a: argparse.Namespace) -> int:
     # cheap checks first: a typo should not cost a model load
     if not a.prompt.strip():
         raise ValueError("the prompt is empty: type a question or an instruction")
@@ -113,14 +100,10 @@ def _run_generate(a: argparse.Namespace) -> int:
     policy = _make_policy(a.policy, a.gamma or 7, a.theta) if drafter_name not in PLAIN_NAMES else None
     sps = None
     if a.sps_profile:
-        from .engine import named_profile
         sps = named_profile(a.sps_profile)
     if a.trace_out and os.path.isdir(a.trace_out):
         raise ValueError(f"--trace-out {a.trace_out} is a folder: give a file name")
-    if a.threads is not None:
-        if a.threads < 1:
-            raise ValueError(f"--threads must be ≥ 1, got {a.threads}")
-        torch.set_num_threads(a.threads)
+    set_threads(a.threads)
 
     target = load_target(a.target, device=a.device, dtype=a.dtype)
     drafter = None
@@ -157,81 +140,3 @@ def _run_generate(a: argparse.Namespace) -> int:
         trace.to_json(a.trace_out)
         print(f"trace written to {a.trace_out}", file=sys.stderr)
     return 0
-
-
-# -- bench ---------------------------------------------------------------------------------------------
-def _add_bench(ap: argparse.ArgumentParser) -> None:
-    from .bench import add_arguments
-
-    add_arguments(ap)
-
-
-def _run_bench(a: argparse.Namespace) -> int:
-    from .bench import run_from_args
-
-    run_from_args(a, getattr(a, "_argv", None))
-    return 0
-
-
-@dataclass
-class Subcommand:
-    help: str
-    add: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-SUBCOMMANDS: dict[str, Subcommand] = {
-    "generate": Subcommand("decode one prompt, colouring accepted / rejected / bonus tokens", _add_generate,
-                           _run_generate),
-    "bench": Subcommand("time HF generate, HF prompt lookup, our plain loop and lookup decoding", _add_bench,
-                        _run_bench),
-}
-
-# Modules whose ``register(subparsers)`` adds more subcommands (each sets ``func(args)`` via set_defaults):
-# dspark_viz/commands.py holds data, train, eval, calibrate, profile, simulate.
-REGISTRARS = ("dspark_viz.commands",)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    import importlib
-
-    ap = argparse.ArgumentParser(prog="dspark-viz", description="DSpark speculative decoding, visualised.")
-    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
-    for name, sc in SUBCOMMANDS.items():
-        sc.add(sub.add_parser(name, help=sc.help, description=sc.help))
-    for mod in REGISTRARS:
-        try:
-            registrar = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:                     # the module exists but a dependency is missing: say so
-                raise
-            continue
-        registrar.register(sub)
-    return ap
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = build_parser()
-    try:
-        a = ap.parse_args(argv)
-    except SystemExit as e:                       # argparse: --help (0) or a usage error (2)
-        return int(e.code or 0)
-    if not a.command:
-        ap.print_help(sys.stderr)
-        return 2
-    a._argv = argv[1:]
-    try:
-        if a.command in SUBCOMMANDS:
-            return SUBCOMMANDS[a.command].run(a)
-        return int(a.func(a) or 0)                # a registrar's subcommand
-    except (ValueError, FileNotFoundError) as e:
-        print(f"dspark-viz {a.command}: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

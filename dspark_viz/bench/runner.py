@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 import torch
+from ..settings import assets, bench_files
 
-BENCH_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bench"   # /work/shared/bench
 BASELINE = "hf_generate"
 
 
@@ -97,8 +97,8 @@ def hf_prompt_lookup(target, ids, s):
 
 
 def _ours(target, drafter, ids, s, policy=None, sps=None) -> MethodResult:
-    from .decode import speculative_generate
-    from .metrics import tau, time_split
+    from ..decode import speculative_generate
+    from ..metrics import tau, time_split
 
     t0 = time.perf_counter()
     tr = speculative_generate(target, drafter, prompt_ids=ids, temperature=s.temperature,
@@ -114,7 +114,7 @@ def plain(target, ids, s):
 
 @register_method("lookup")
 def lookup(target, ids, s):
-    from .drafters import load_drafter
+    from ..drafters import load_drafter
 
     return _ours(target, load_drafter("lookup", target, gamma=s.gamma), ids, s)
 
@@ -123,7 +123,7 @@ _LOADED: dict[tuple[int, str], object] = {}      # drafters loaded once per (tar
 
 
 def _drafter(target, name: str):
-    from .drafters import load_drafter, speed_only
+    from ..drafters import load_drafter, speed_only
 
     key = (id(target), name)
     if key not in _LOADED:
@@ -132,14 +132,14 @@ def _drafter(target, name: str):
 
 
 def _cpu_profile(target=None):
-    from .engine import profile_for
+    from ..serving.profile import profile_for
 
     return profile_for(target)
 
 
 def _neural(name: str, scheduled: bool = False, ell: int | None = None):
     def run(target, ids, s):
-        from .scheduler import FixedLength, HardwareAware
+        from ..scheduler import FixedLength, HardwareAware
 
         d = _drafter(target, name)
         if scheduled:
@@ -159,13 +159,14 @@ del _ell
 
 
 # -- prompts ----------------------------------------------------------------------------------------
-def default_prompt_files() -> list[Path]:
-    return sorted(BENCH_DIR.glob("*.jsonl"))
+def default_prompt_files(bench_dir: str | None = None) -> list[Path]:
+    """The benchmark prompt folder's files (--bench-dir / $DSPARK_BENCH_DIR), else the shipped eval suite."""
+    return bench_files(bench_dir) or [assets("prompts", "eval.jsonl")]
 
 
 def balanced_prompts(files, n_per_file: int) -> list[dict]:
     """n evenly spaced records (first turn) from each file, interleaved file by file."""
-    from .train.prompts import load_prompts
+    from ..train.prompts import load_prompts
 
     if n_per_file < 1:
         raise ValueError(f"--n-prompts must be ≥ 1, got {n_per_file}")
@@ -206,13 +207,13 @@ def machine_info(target=None) -> dict:
                     layers=getattr(target, "layer_path", "stock"))
         info["draft_diagnostics"] = "off"              # see _drafter (recorded from session 8's later runs on)
         if info["layers"] == "lean":                    # fused native layers (recorded from session 8 on)
-            from .lean import fused
+            from ..fast.lean import fused
             info["layers"] = "lean+fused" if fused(target.model) else "lean"
         if str(target.device) == "cpu":                 # kernels.wide_bf16 in force (recorded from session 6 on)
-            from .kernels import native_bf16_gemm
+            from ..fast.kernels import native_bf16_gemm
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
             if info["matmul"] == "skinny-kernel":       # which kernel layout (recorded from session 7 on)
-                from .kernels import LAYOUT
+                from ..fast.kernels import LAYOUT
                 info["kernel"] = LAYOUT
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
@@ -354,8 +355,10 @@ def format_table(rep: BenchReport) -> str:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--prompts", action="append", default=None, metavar="FILE.jsonl",
-                    help="a {\"turns\": [...]} JSONL file (repeatable); default: every file in "
-                         f"{BENCH_DIR}")
+                    help="a {\"turns\": [...]} JSONL file (repeatable); default: every *.jsonl of --bench-dir, "
+                         "else the shipped evaluation prompts (math / code / chat)")
+    ap.add_argument("--bench-dir", default=None, metavar="DIR",
+                    help="a folder of benchmark prompt files (default: $DSPARK_BENCH_DIR)")
     ap.add_argument("--n-prompts", type=int, default=4, help="prompts per file, evenly spaced (default 4)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--temperature", type=float, default=0.0,
@@ -394,8 +397,8 @@ def _float_list(text: str, what: str) -> list[float]:
 
 def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = None):
     """One BenchReport (one dtype, one temperature) or a list of them (--dtypes / --temperatures)."""
-    from .decode import check_settings
-    from .target import load_target
+    from ..decode import check_settings
+    from ..model.target import load_target
 
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
@@ -418,9 +421,7 @@ def run_from_args(a: argparse.Namespace, argv_for_record: list[str] | None = Non
         if a.threads < 1:
             raise ValueError(f"--threads must be ≥ 1, got {a.threads}")
         torch.set_num_threads(a.threads)
-    files = [Path(p) for p in a.prompts] if a.prompts else default_prompt_files()
-    if not files:
-        raise FileNotFoundError(f"no prompt files: none given and none in {BENCH_DIR}")
+    files = [Path(p) for p in a.prompts] if a.prompts else default_prompt_files(a.bench_dir)
     prompts = balanced_prompts(files, a.n_prompts)
     command = " ".join(["dspark-viz", "bench"] + list(argv_for_record if argv_for_record is not None
                                                       else sys.argv[1:]))
@@ -487,7 +488,7 @@ def markdown_report(reports: list[BenchReport]) -> str:
              f"| versions | torch {mi['torch']}, transformers {mi['transformers']}, Python {mi['python']} |",
              f"| platform | {mi['platform']} |",
              f"| target | {mi.get('target', '')} on {mi.get('device', '')} |",
-             f"| prompts | {len(r0.prompts)} from ../shared/bench ({', '.join(sorted({p['file'] for p in r0.prompts}))}) |",
+             f"| prompts | {len(r0.prompts)} from ({', '.join(sorted({p['file'] for p in r0.prompts}))}) |",
              f"| new tokens | {r0.settings['max_new_tokens']} per prompt |",
              f"| matmuls | {mi.get('matmul', 'stock')} (see below) |",
              f"| attention | {mi.get('attention', 'sdpa')} (see below) |",

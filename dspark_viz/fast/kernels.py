@@ -1,8 +1,8 @@
 """A CPU matmul for the few-token forwards of speculative verification (``csrc/skinny_linear.cpp``).
 
 Verifying ℓ drafts is one target forward over ℓ + 1 tokens. On a small model that forward is bound by
-reading the weights, so in principle 2–8 tokens cost what one costs; stock BLAS (MKL on this AMD CPU)
-instead runs 2–8-row products 1.5–2.5× slower than one row, and the draft barely pays. The kernel
+reading the weights, so in principle 2–8 tokens cost what one costs; stock BLAS kernels are
+tuned for large products and can run 2–8-row products slower than one row, so the draft barely pays. The kernel
 here reads each weight row once and applies it to every token (AVX2 + FMA; fp32, or bf16 weights widened
 to fp32 in registers with fp32 sums — half the bytes of fp32, so bf16 forwards of 1–8 tokens get cheap too).
 In bf16 it works in register tiles of a few weight rows × up to 4 tokens with software prefetch
@@ -11,16 +11,16 @@ In bf16 it works in register tiles of a few weight rows × up to 4 tokens with s
 The same extension carries the fused decoder layer (``csrc/decoder_layer.h``, used by lean.py): norm, rotary,
 attention and the SiLU gate as native loops around these products, two calls per layer.
 
-It is compiled on first use with torch's C++ extension loader into ``$DSPARK_CACHE/kernels`` (about a
-minute once; ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors, 2…8 rows (1…8 for
+It is compiled on first use with torch's C++ extension loader into ``$DSPARK_CACHE/kernels`` (once;
+``dspark-viz kernels`` or ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors, 2…8 rows (1…8 for
 the drafters' own products),
 no autograd. Anywhere else — one-token forwards, prefill, CUDA, training — the stock path runs.
 If it cannot be built (no compiler, no AVX2) decoding falls back to stock with one warning;
 ``DSPARK_SKINNY=0`` turns it off (the benchmark A/Bs it that way).
 
 bf16 products of more than 8 rows (prefill, HF prompt lookup's 11-token forwards) have a second problem on CPUs without
-AVX512-BF16 or AMX: torch has no fast bf16 GEMM there and runs them ~7× slower than fp32 (a 160-token
-prefill of the embedded target: 3.5 s against 0.5 s). ``wide_bf16`` routes them elsewhere: up to
+AVX512-BF16 or AMX: torch has no fast bf16 GEMM there and runs them several times slower than fp32
+(docs/benchmarks.md has figures). ``wide_bf16`` routes them elsewhere: up to
 CHUNKED_MAX rows through the kernel in blocks of ≤ 8 rows, beyond that (or without the kernel) through an
 fp32 product of the exactly widened operands rounded back to bf16 — either way what a bf16 GEMM computes
 (bf16 inputs, fp32 sums, a bf16 result), up to summation order.
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from ..settings import cache_dir, switch
 
 MIN_ROWS, MAX_ROWS = 2, 8          # forwards with this many tokens take the kernel
 LAYOUT = "tiles"                   # bf16: register tiles of weight rows × ≤ 4 rows of x (fp32: one row at a time)
@@ -46,7 +47,7 @@ SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
 
 
 def enabled() -> bool:
-    return os.environ.get("DSPARK_SKINNY", "1") != "0"
+    return switch("DSPARK_SKINNY")
 
 
 def _why_not() -> str | None:
@@ -71,8 +72,6 @@ def load(verbose: bool = False) -> Any | None:
     reason = _why_not()
     if reason is not None:
         return None
-    from .target import cache_dir
-
     # one build per (source, checkout, environment): torch's loader rebuilds whenever the source path or the
     # include paths change, so checkouts sharing one cache would otherwise rebuild each other's copy
     code = "".join(f.read_text(encoding="utf-8") for f in sorted(SOURCE.parent.glob("*.[ch]*")))
@@ -208,23 +207,15 @@ def _patched(mod: torch.nn.Linear, ext, min_rows: int = MIN_ROWS):
     return forward
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dspark_viz.kernels``: build the kernel now and say whether it works."""
-    import sys
-
+def self_check(verbose: bool = False) -> str:
+    """Build the kernel now (if it applies here) and say, in one line, whether it matches x·Wᵀ."""
     why = _why_not()
     if why:
-        print(f"skinny kernel not used: {why}")
-        return 0
-    ext = load(verbose="-v" in (argv if argv is not None else sys.argv[1:]))
+        return f"few-token kernel not used: {why}"
+    ext = load(verbose=verbose)
     if ext is None:
-        print("skinny kernel not built (see the warning above); decoding uses stock matmuls")
-        return 0
+        return "few-token kernel not built (see the warning above); decoding uses stock matmuls"
     x, w = torch.randn(4, 576), torch.randn(1536, 576)
     err = float((ext.skinny_linear(x, w) - x @ w.t()).abs().max())
-    print(f"skinny kernel ready (build/load {ext.build_seconds:.1f} s; max |Δ| vs x·Wᵀ on a test product {err:.1e})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return (f"few-token kernel ready (build/load {ext.build_seconds:.1f} s; max |Δ| against x·Wᵀ on a test "
+            f"product {err:.1e})")

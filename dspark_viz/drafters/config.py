@@ -1,10 +1,10 @@
-"""Frozen configuration dataclasses and named presets.
+"""A drafter's architecture: a frozen dataclass, stored in every drafter card, and the named presets.
 
 Legend: γ block size, d hidden size, r sequential-head rank, V_d draft vocabulary size.
 """
 from __future__ import annotations
+from dataclasses import asdict, dataclass, fields
 
-from dataclasses import asdict, dataclass, field, fields
 
 ALGOS = ("dspark", "dspark-rnn", "dflash", "eagle")
 
@@ -67,21 +67,3 @@ PRESETS: dict[str, dict] = {
     "dflash": dict(head=None, confidence=False, n_layers=1),
     "eagle": dict(head=None, confidence=False, n_layers=1),
 }
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    steps: int = 4000
-    lr: float = 6e-4
-    warmup: int = 100
-    weight_decay: float = 0.0
-    blocks_per_seq: int = 16             # anchors sampled per sequence
-    seqs_per_step: int = 4
-    w_ce: float = 0.1
-    w_l1: float = 0.9
-    w_conf: float = 1.0
-    decay: float = 4.0                   # w_k = exp(−(k−1)/decay)
-    seed: int = 0
-    ckpt_every: int = 200
-    eval_every: int = 200
-    extra: dict = field(default_factory=dict)

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .decode import calibrated_confidence, check_settings, draft_tokens
-from .drafters.base import Context
-from .sampling import probs_from_logits, sample, verify_block
-from .trace import Round, Trace
+from ..decode import calibrated_confidence, check_settings, draft_tokens
+from ..drafters.base import Context
+from ..sampling import probs_from_logits, sample, verify_block
+from ..trace import Round, Trace
+from .profile import profile_for
+from ..scheduler import FixedLength
 
 MAX_BATCH = 8
 
@@ -59,8 +61,6 @@ def batched_generate(target, drafter, prompts: list[str] | None = None, *, promp
                      policy=None, sps=None, temperature: float = 0.0, max_new_tokens: int = 64,
                      seed: int = 0) -> BatchResult:
     """Decode R ≤ 8 requests together, one batched verification per round; returns a Trace per request."""
-    from .engine import profile_for
-    from .scheduler import FixedLength
 
     check_settings(max_new_tokens, temperature)
     if prompt_ids is None:

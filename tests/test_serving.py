@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from dspark_viz import engine
-from dspark_viz.engine import (SPSProfile, default_batches, gpu_like, headline, jagged, measure_profile,
-                               named_profile, simulate, sweep, threshold_sweep)
+from dspark_viz.serving import profile
+from dspark_viz.serving import simulate as sim
+from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged, named_profile
+from dspark_viz.serving.measure import default_batches, measure_profile
+from dspark_viz.serving.simulate import headline, simulate, sweep, threshold_sweep
 from dspark_viz.scheduler import AsyncGlobal, FixedLength, HardwareAware, StaticThreshold
 from dspark_viz.trace import DraftToken, Round, Trace
 
@@ -65,7 +67,7 @@ def test_synthetic_profiles():
 
 
 def test_named_cpu_profile(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(profile, "PROFILE_DIR", tmp_path)
     with pytest.raises(FileNotFoundError, match="dspark-viz profile"):
         named_profile("cpu")
     SPSProfile("measured", [1, 2], [50.0, 40.0], device="cpu").save(tmp_path / "cpu.json")
@@ -78,19 +80,19 @@ def test_profile_for_picks_the_curve_of_the_targets_setup(tmp_path, monkeypatch)
 
     import torch
 
-    monkeypatch.setattr(engine, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(profile, "PROFILE_DIR", tmp_path)
     fp32 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="skinny-kernel")
     stock = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="stock")
     bf16 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.bfloat16, matmul_path="skinny-kernel")
     gpu = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.bfloat16, matmul_path="stock")
-    assert engine.profile_for(fp32).name == "gpu-like"                    # nothing measured yet
+    assert profile.profile_for(fp32).name == "gpu-like"                    # nothing measured yet
     SPSProfile("kernel", [1, 2], [50.0, 49.0], device="cpu").save(tmp_path / "cpu.json")
-    assert engine.profile_for(bf16).name == "kernel"                      # falls back to cpu.json
+    assert profile.profile_for(bf16).name == "kernel"                      # falls back to cpu.json
     SPSProfile("bf16", [1, 2], [40.0, 30.0], device="cpu").save(tmp_path / "cpu-bf16.json")
     SPSProfile("stock", [1, 2], [50.0, 30.0], device="cpu").save(tmp_path / "cpu-stock.json")
-    assert [engine.profile_for(t).name for t in (fp32, stock, bf16, gpu)] == ["kernel", "stock", "bf16", "gpu-like"]
-    assert engine.cpu_profile_file("bf16").name == "cpu-bf16.json"
-    assert engine.cpu_profile_file("torch.bfloat16", "stock").name == "cpu-bf16-stock.json"
+    assert [profile.profile_for(t).name for t in (fp32, stock, bf16, gpu)] == ["kernel", "stock", "bf16", "gpu-like"]
+    assert profile.cpu_profile_file("bf16").name == "cpu-bf16.json"
+    assert profile.cpu_profile_file("torch.bfloat16", "stock").name == "cpu-bf16-stock.json"
 
 
 def test_default_batches():
@@ -237,12 +239,12 @@ def test_oracle_reference_verifies_only_what_is_accepted():
     m = [2, 0, 4]
     tr = [make_trace([([0.5] * 4, k)] * 6) for k in m]
     flat = SPSProfile("flat", [1, 1000], [10.0, 10.0])
-    orc = engine.OracleReference()
-    rounds = [engine._replay(t)[0] for t in tr]
+    orc = sim.OracleReference()
+    rounds = [sim._replay(t)[0] for t in tr]
     assert orc.lengths(rounds, flat) == m                                 # flat cost: every accepted draft
     assert orc.lengths(rounds, jagged()) == m                             # B = 9 lies inside one bucket
     cpu_like = SPSProfile("slow-one", [1, 2, 8], [10.0, 20.0, 20.0])      # a 1-token step is the slow one
-    lone = [engine._replay(make_trace([([0.5] * 4, 0)]))[0]]
+    lone = [sim._replay(make_trace([([0.5] * 4, 0)]))[0]]
     assert orc.lengths(lone, cpu_like) == [1]                             # pads with a draft it knows fails
     steep = SPSProfile("steep", [1, 2, 3], [10.0, 1.0, 0.1])              # any extra token costs more than it gives
     assert orc.lengths(rounds[:1], steep) == [0]
@@ -281,7 +283,7 @@ def test_threshold_sweep():
 def test_monotone_steps_keeps_the_one_token_path_apart():
     """Running max from B = 2: one token keeps its own (stock-path) time even when two tokens are cheaper;
     a curve that does not start at B = 1 gets the plain running max."""
-    from dspark_viz.engine import monotone_steps
+    from dspark_viz.serving.measure import monotone_steps
 
     got = monotone_steps([1, 2, 3, 4, 5], [0.058, 0.039, 0.049, 0.043, 0.048])
     assert got.tolist() == [0.058, 0.039, 0.049, 0.049, 0.049]

@@ -92,10 +92,6 @@ class TableTarget:
     def new_cache(self):
         return _LenCache()
 
-    @staticmethod
-    def cache_len(cache) -> int:
-        return cache.get_seq_length()
-
     def crop(self, cache, length: int) -> None:
         cache.crop(length)
 

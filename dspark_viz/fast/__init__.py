@@ -1,0 +1,75 @@
+"""The CPU few-token path: what makes a 2–8-token verification forward cost about what one token costs.
+
+Verifying ℓ drafts is one target forward over ℓ + 1 tokens. On a small model on a CPU that forward is
+bound by reading the weights, yet stock BLAS and transformers' layer code run few-token forwards far
+slower than that bound. Three pieces close the gap, each on its own switch (dspark_viz.settings):
+
+- ``kernels``   a native matmul that reads each weight row once for every token (csrc/skinny_linear.cpp);
+- ``attention`` packed grouped-query attention over the KV cache without copying it per head group;
+- ``lean``      each decoder layer as straight-line code, fused into two native calls per layer.
+
+``install(model, device, dtype)`` is the one call that puts them in place on a loaded Hugging Face model
+(the target wrapper makes it); it returns which path each piece took. Nothing here changes what is
+computed beyond float summation order: the exactness tests run on this path.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from . import attention, kernels, lean
+
+
+class FastPaths(NamedTuple):
+    matmul: str        # "skinny-kernel", "lm-head-wxt" (fallback without a compiler) or "stock"
+    attention: str     # "packed-gqa" or the model's own attention implementation ("sdpa")
+    layers: str        # "lean" or "stock"
+
+
+def install(model, device: torch.device, dtype: torch.dtype) -> FastPaths:
+    """Put the few-token path in place where it applies (CPU, fp32 / bf16) and say what was installed."""
+    matmul = _fast_matmuls(model, device, dtype)
+    attn = "packed-gqa" if device.type == "cpu" and attention.install(model) \
+        else getattr(model.config, "_attn_implementation", "sdpa")
+    layers = "lean" if (matmul == "skinny-kernel" and attn == "packed-gqa"
+                        and lean.install(model, kernels.load())) else "stock"
+    return FastPaths(matmul, attn, layers)
+
+
+SKINNY_MAX = 8      # fallback when the kernel is unavailable: 2…8-token forwards take W·xᵀ for the LM head
+
+
+def _skinny_lm_head(module: torch.nn.Linear) -> None:
+    """Fallback without the compiled kernel (kernels.py): the LM head as (W · xᵀ)ᵀ for 2…SKINNY_MAX tokens.
+
+    The same product, another BLAS call: some BLAS builds run x·Wᵀ with 2–8 rows and a vocabulary-sized
+    output several times slower than W·xᵀ (benchmarks/bench_matmul.py measures it). One-token forwards keep
+    the stock path."""
+    def forward(x: torch.Tensor) -> torch.Tensor:                      # x (..., d) → (..., V)
+        W, b = module.weight, module.bias
+        M = x.numel() // max(x.shape[-1], 1)
+        if 2 <= M <= SKINNY_MAX and x.dtype == W.dtype == torch.float32 and x.device.type == "cpu":
+            y = torch.mm(W, x.reshape(M, -1).t()).t().reshape(*x.shape[:-1], W.shape[0])
+            return y if b is None else y + b
+        return torch.nn.functional.linear(x, W, b)
+
+    module.forward = forward
+
+
+def _fast_matmuls(model, device: torch.device, dtype: torch.dtype) -> str:
+    """Install the few-row matmul path for verification forwards; returns which one is in use."""
+    if device.type != "cpu" or dtype not in kernels.DTYPES or not kernels.enabled():
+        return "stock"
+    ext = kernels.load()
+    if ext is not None:
+        kernels.patch_linears(model, ext)
+        return "skinny-kernel"
+    head = model.get_output_embeddings()
+    if dtype != torch.float32:
+        kernels.patch_linears(model, None)              # bf16 without the kernel: the wide path still helps
+        return "stock"
+    if isinstance(head, torch.nn.Linear):
+        _skinny_lm_head(head)
+        return "lm-head-wxt"
+    return "stock"

@@ -1,0 +1,72 @@
+"""Every setting of the toolkit in one place: the ``DSPARK_*`` environment variables and the paths.
+
+Settings are read when asked for (not at import), so a test or a notebook can change one with
+``monkeypatch.setenv`` / ``os.environ`` before the call that uses it.
+
+| variable              | default               | effect                                                              |
+|-----------------------|-----------------------|---------------------------------------------------------------------|
+| ``DSPARK_CACHE``      | ``~/.cache/dspark_viz`` | converted models, compiled kernels, feature caches, runs, traces  |
+| ``DSPARK_BENCH_DIR``  | unset                 | a folder of ``*.jsonl`` benchmark prompts (``bench``, ``eval``, …)  |
+| ``DSPARK_SKINNY``     | ``1``                 | ``0``: stock torch matmuls in few-token forwards (no native kernel) |
+| ``DSPARK_PACKED_GQA`` | ``1``                 | ``0``: transformers' SDPA attention in few-token forwards           |
+| ``DSPARK_LEAN_LAYERS``| ``1``                 | ``0``: transformers' own decoder-layer forwards                     |
+| ``DSPARK_FUSED_LAYERS``| ``1``                | ``0``: lean layers run as Python ops, without the fused native calls|
+| ``DSPARK_TEST_THREADS``| ``1``                | torch threads in the test suite                                     |
+| ``DSPARK_CHROMIUM``   | ``/usr/bin/chromium`` | the browser the browser test drives                                 |
+
+Paths: ``assets()`` is the package's own data (shipped drafters, STS files, SPS profiles, prompt suites,
+recorded traces), found with ``importlib.resources`` so it works from a wheel as from a checkout.
+"""
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+
+SWITCHES = ("DSPARK_SKINNY", "DSPARK_PACKED_GQA", "DSPARK_LEAN_LAYERS", "DSPARK_FUSED_LAYERS")
+
+
+def switch(name: str) -> bool:
+    """An on/off switch of the CPU fast path: on unless the variable is ``0``."""
+    if name not in SWITCHES:
+        raise KeyError(f"unknown switch {name!r}: {', '.join(SWITCHES)}")
+    return os.environ.get(name, "1").strip() != "0"
+
+
+def cache_dir() -> Path:
+    """Where converted models, compiled kernels, feature caches, training runs and traces go."""
+    return Path(os.environ.get("DSPARK_CACHE") or Path.home() / ".cache" / "dspark_viz").expanduser()
+
+
+def assets(*parts: str) -> Path:
+    """A path inside the package's shipped data (``dspark_viz/assets/…``)."""
+    return Path(str(resources.files("dspark_viz").joinpath("assets", *parts)))
+
+
+def bench_dir(flag: str | os.PathLike | None = None) -> Path | None:
+    """The benchmark prompt folder: the flag when given, else ``$DSPARK_BENCH_DIR``, else None."""
+    raw = flag if flag is not None else os.environ.get("DSPARK_BENCH_DIR")
+    if raw is None or str(raw).strip() == "":
+        return None
+    p = Path(raw).expanduser()
+    if not p.is_dir():
+        raise FileNotFoundError(f"benchmark prompt folder {p} does not exist (--bench-dir / DSPARK_BENCH_DIR)")
+    return p
+
+
+def bench_files(flag: str | os.PathLike | None = None) -> list[Path]:
+    """The ``*.jsonl`` files of the benchmark prompt folder (empty when none is set)."""
+    d = bench_dir(flag)
+    return sorted(d.glob("*.jsonl")) if d is not None else []
+
+
+def test_threads() -> int:
+    raw = os.environ.get("DSPARK_TEST_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        return 1
+
+
+def chromium() -> str:
+    return os.environ.get("DSPARK_CHROMIUM", "/usr/bin/chromium")

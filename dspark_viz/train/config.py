@@ -1,0 +1,19 @@
+"""Training settings of a drafter (frozen dataclass; the loss weights and decay follow DESIGN.md)."""
+from __future__ import annotations
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 4000
+    lr: float = 6e-4
+    warmup: int = 100
+    weight_decay: float = 0.0
+    blocks_per_seq: int = 16             # anchors sampled per sequence
+    seqs_per_step: int = 4
+    w_ce: float = 0.1
+    w_l1: float = 0.9
+    w_conf: float = 1.0
+    decay: float = 4.0                   # w_k = exp(−(k−1)/decay)
+    seed: int = 0
+    ckpt_every: int = 200

@@ -1,0 +1,191 @@
+"""The Live decode tab: one request decoded round by round (a stream of LiveUpdate), then plain decoding
+of the same prompt for a tokens/s comparison.
+
+Legend: R concurrent requests (engine load), γ block size, ℓ verification length, m accepted drafts,
+τ committed tokens per round, T temperature, N max new tokens.
+
+Decoding is ``decode.generate_rounds`` / ``plain_generate``; the engine load is ``serving.background.LoadedPolicy``
+(Algorithm 1 on this request plus R − 1 recorded background requests). This module checks the settings, spends a
+bounded share of the time on drawing, and writes the status, the token strip, the round chart and the stats.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .. import metrics
+from ..decode import generate_rounds, plain_generate
+from ..scheduler import FixedLength, HardwareAware, Policy
+from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy
+from ..trace import Trace
+from ..viz import round_view, token_strip_html
+from .inputs import check_choice, clamp, prepare_prompt
+from .resources import AppResources
+from .text import chart_json, fmt_num, md_escape
+
+
+@dataclass
+class LiveUpdate:
+    """One step of the stream: what changed on the page (None: leave that component as it is)."""
+    status: str                                         # Markdown: progress, τ, notices, errors
+    strip: str | None = None                            # token strip HTML (None: unchanged)
+    chart: str | None = None                            # round view Vega-Lite JSON (None: unchanged)
+    stats: str | None = None                            # Markdown: tok/s speculative vs plain
+    trace: Trace | None = None                          # the finished trace (kept in the session state)
+    file: str | None = None                             # the trace as a JSON file to download
+    warning: str | None = None                          # shown as a toast too
+    round_index: int | None = None                      # the round this update draws (None: not a round update)
+    phase: str = "round"                                # start | round | done | plain | final | error
+
+
+def live_policy(drafter, R: int, background: Sequence[Sequence[float]]) -> Policy:
+    """Algorithm 1 on this request + R−1 background requests; FixedLength(γ) without a confidence head."""
+    if getattr(drafter, "has_confidence", False):
+        return LoadedPolicy(R, background or SYNTHETIC_BACKGROUND, inner=HardwareAware())
+    return FixedLength(getattr(drafter, "gamma", 1))
+
+
+def model_seconds(trace: Trace) -> float:
+    """Decode time spent in the library (prefill + draft + schedule + verify + bookkeeping), no drawing."""
+    return trace.t_prefill + sum(r.t_draft + r.t_schedule + r.t_verify + r.t_other for r in trace.rounds)
+
+
+def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, max_new_tokens=96, load=1,
+                profile: str | None = None, compare: bool = True, seed=0,
+                show_pruned: bool = True) -> Iterator[LiveUpdate]:
+    """Decode one request round by round (a generator of LiveUpdate), then plain decoding for comparison."""
+    lim, notes = res.limits, []
+    try:
+        drafter = check_choice(drafter, res.drafters, "drafter")
+        profile = check_choice(profile or next(iter(res.profiles)), res.profiles, "profile")
+        T = clamp(temperature, 0.0, lim.max_temperature, "temperature", notes)
+        N = clamp(max_new_tokens, 1, min(lim.max_new_tokens, res.context_limit - 8), "max new tokens", notes,
+                  integer=True)
+        R = clamp(load, 1, lim.max_load, "engine load R", notes, integer=True)
+        seed = clamp(seed, 0, 2 ** 31 - 1, "seed", notes, integer=True)
+        ids, text, notice = prepare_prompt(res.target, prompt, N, res.context_limit)
+    except ValueError as e:
+        yield LiveUpdate(status=f"⚠️ **{md_escape(e)}**", warning=str(e), phase="error")
+        return
+    if notice:
+        notes.append(notice)
+    warn = " · ".join(notes) or None                    # clipped settings, truncated prompt: also a toast
+    head = "".join(f"\n\n⚠️ {md_escape(n)}" for n in notes)
+    d = res.drafters[drafter]
+    policy = live_policy(d, R, res.recorded.conf_rows)
+    if not getattr(d, "has_confidence", False) and R > 1:
+        head += (f"\n\n**Note:** {md_escape(res.label(drafter))} has no confidence head: it verifies all "
+                 f"γ = {d.gamma} drafts (fixed length), so the engine load R = {R} does not change its ℓ.")
+    try:
+        rounds = generate_rounds(res.target, d, text, prompt_ids=ids, policy=policy, temperature=T,
+                                 max_new_tokens=N, seed=seed, sps=res.profiles[profile],
+                                 meta={"load_R": R, "profile": profile, "app": "live"})
+    except ValueError as e:
+        yield LiveUpdate(status=f"⚠️ **{md_escape(e)}**", warning=str(e), phase="error")
+        return
+    tr = rounds.trace
+    yield LiveUpdate(status=f"Prefill of {len(ids)} prompt tokens…{head}", strip="", stats="", warning=warn,
+                     phase="start")
+    t_chart = t_model = 0.0
+    latest, latest_i = None, -1                         # the newest round chart drawn, and its round
+    try:
+        for r in rounds:
+            t_model += r.t_draft + r.t_schedule + r.t_verify + r.t_other + (tr.t_prefill if r.index == 0 else 0)
+            chart = None
+            if r.index == 0 or (t_chart <= lim.chart_budget * t_model                 # drawing budget (Limits)
+                                and t_chart <= lim.chart_ms_per_round / 1000 * (r.index + 1)):
+                t0 = time.perf_counter()
+                chart = latest = chart_json(round_view(tr, -1))
+                t_chart += time.perf_counter() - t0
+                latest_i = r.index
+            yield LiveUpdate(status=_live_status(res, tr, r, policy, profile, drafter) + head,
+                             strip=token_strip_html(tr, show_pruned=bool(show_pruned), legend=False,
+                                                    max_rounds=lim.stream_rounds),
+                             chart=chart, round_index=r.index)
+    except Exception as e:                              # noqa: BLE001 — show it, keep the app up
+        yield LiveUpdate(status=f"⚠️ **decoding failed: {md_escape(e)}**", warning=f"decoding failed: {e}",
+                         phase="error")
+        return
+    path = res.workdir / f"trace-{drafter}-{uuid.uuid4().hex[:8]}.json"
+    tr.to_json(str(path))
+    _prune(res.workdir, keep=256)
+    spec_s = model_seconds(tr)
+    if tr.rounds and latest_i != tr.rounds[-1].index:
+        latest = chart_json(round_view(tr, -1))         # the last round is always drawn
+    strip = token_strip_html(tr, show_pruned=bool(show_pruned), legend=False)
+    done = (f"✓ **Finished**: {tr.n_generated} tokens in {len(tr.rounds)} rounds · "
+            f"τ = {fmt_num(metrics.tau(tr))} · {md_escape(res.label(drafter))}, "
+            f"policy `{getattr(policy, 'name', '?')}`, profile `{profile}`")
+    # every closing update carries the whole result, so an API client's final value is complete
+    final = dict(strip=strip, chart=latest, trace=tr, file=str(path))
+    yield LiveUpdate(status=done + (" · running plain decoding for comparison…" if compare else "") + head,
+                     stats=_stats_md(res, tr, spec_s, None, T, drafter, policy, compare), phase="done", **final)
+    if not compare:
+        return
+    try:
+        plain = plain_generate(res.target, text, prompt_ids=ids, temperature=T, max_new_tokens=N, seed=seed)
+    except Exception as e:                              # noqa: BLE001
+        yield LiveUpdate(status=done + f" · plain decoding failed: {md_escape(e)}" + head, phase="final", **final)
+        return
+    yield LiveUpdate(status=done + " · plain decoding done" + head,
+                     stats=_stats_md(res, tr, spec_s, plain, T, drafter, policy, compare), phase="final", **final)
+
+
+def _prune(folder: Path, keep: int) -> None:
+    """Keep the newest ``keep`` trace files of this app (downloads of older runs expire)."""
+    files = []
+    for p in folder.glob("trace-*.json"):
+        try:
+            files.append((p.stat().st_mtime, str(p)))
+        except OSError:                                 # pruned by a concurrent session meanwhile
+            pass
+    for _, p in sorted(files)[:-keep]:
+        Path(p).unlink(missing_ok=True)
+
+
+def _live_status(res: AppResources, tr: Trace, r, policy, profile: str, drafter: str) -> str:
+    return (f"**Round {r.index + 1}** · {tr.n_generated} tokens · "
+            f"running τ = {fmt_num(metrics.tau(tr))} tokens/round · "
+            f"this round: drafted {len(r.drafts)}, verified ℓ = {r.ell}, accepted m = {r.accepted}"
+            f"{' + bonus' if r.bonus is not None else ''} · {md_escape(res.label(drafter))}, policy "
+            f"`{getattr(policy, 'name', '?')}`, profile `{profile}`")
+
+
+def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, T: float, drafter: str, policy,
+              compare: bool = True) -> str:
+    rows = ["| | tokens | forwards | seconds | tokens/s |", "|---|---:|---:|---:|---:|"]
+    spec_tps = tr.n_generated / spec_s if spec_s > 0 else float("nan")
+    rows.append(f"| **speculative** | {tr.n_generated} | {len(tr.rounds) + 1} | {spec_s:.2f} | "
+                f"**{fmt_num(spec_tps, 1)}** |")
+    lines = []
+    if plain is not None:
+        ps = model_seconds(plain)
+        p_tps = plain.n_generated / ps if ps > 0 else float("nan")
+        rows.append(f"| **plain** | {plain.n_generated} | {len(plain.rounds) + 1} | {ps:.2f} | "
+                    f"**{fmt_num(p_tps, 1)}** |")
+        lines.append(f"Speed-up: **×{fmt_num(spec_tps / p_tps)}** tokens/s over plain decoding.")
+        if T == 0:
+            same = plain.output_ids == tr.output_ids
+            lines.append("Same text as plain decoding: " + ("✓ yes — greedy speculative decoding is lossless."
+                                                            if same else "✗ no (unexpected at temperature 0)."))
+        else:
+            lines.append("At temperature > 0 both texts are samples from the same distribution; they need not match.")
+    elif compare:
+        lines.append("Plain decoding of the same prompt follows…")
+    lines.append(f"<small>Speculative: {md_escape(res.label(drafter))} drafts, policy "
+                 f"`{getattr(policy, 'name', '?')}`. "
+                 "Plain: the target alone, one token per forward, same prompt and settings. Forwards = target passes "
+                 "incl. the prefill. Seconds = decode time measured inside the library (drawing the page excluded); "
+                 "both runs share the CPU with every other user of this app.</small>")
+    return "\n".join(rows) + "\n\n" + "\n\n".join(lines)
+
+
+def strip_view(tr: Trace | None, show_pruned: bool = True) -> str:
+    """The whole token strip of a trace (empty string without one)."""
+    return token_strip_html(tr, show_pruned=bool(show_pruned), legend=False) if tr is not None else ""
+
+
+__all__ = ["LiveUpdate", "live_decode", "live_policy", "model_seconds", "strip_view"]

@@ -1,5 +1,5 @@
 """Merge the JSON of several `dspark-viz bench --json` runs into one docs/benchmarks.md (each run keeps its
-own command line in the page), e.g. a T = 0 and a T = 1 run that ran side by side on the two cores:
+own command line in the page), e.g. a T = 0 and a T = 1 run made separately:
 
     python benchmarks/bench_markdown.py docs/bench_fp32.json docs/bench_fp32_T1.json docs/bench_bf16.json
 """
@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dspark_viz.bench.runner import load_reports, markdown_report  # noqa: E402
+from dspark_viz.bench.report import markdown_report  # noqa: E402
+from dspark_viz.bench.runner import load_reports  # noqa: E402
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from . import metrics
 from .decode import speculative_generate
 from .scheduler import FixedLength
-from .train.prompts import load_prompts
+from .prompts import load_prompts
 
 def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None = None) -> list[dict]:
     recs: list[dict] = []

@@ -5,8 +5,11 @@ import json
 
 import pytest
 
-from dspark_viz.bench import runner as bench
+from dspark_viz.bench.methods import METHODS, BenchSettings
+from dspark_viz.bench.report import format_table
+from dspark_viz.bench.runner import balanced_prompts, best_per_method, default_prompt_files, run_bench
 from dspark_viz import cli
+from dspark_viz.cli.generate import render_round, use_color
 from dspark_viz.trace import Trace
 
 
@@ -38,10 +41,10 @@ def test_render_round_colours():
     from test_trace_metrics import hand_trace
 
     r = hand_trace().rounds[1]                              # accepted t6, rejected t7, pruned t8, bonus t11
-    s = cli.render_round(r, color=True)
+    s = render_round(r, color=True)
     assert s == "\x1b[32mt6\x1b[0m\x1b[9;31mt7\x1b[0m\x1b[33mt11\x1b[0m"
-    assert cli.render_round(r, color=False) == "t6t11"
-    assert not cli.use_color(False, stream=open(__file__))   # a file is not a terminal
+    assert render_round(r, color=False) == "t6t11"
+    assert not use_color(False, stream=open(__file__))   # a file is not a terminal
 
 
 def test_bench_json(capsys, patched_target, tmp_path):
@@ -69,8 +72,8 @@ def test_bench_mixed_targets_interleave_and_compare_with_the_fastest_baseline(re
     """A {label: target} bench runs every method on each as method@label; ×hf_gen is against the fastest
     hf_generate@label, =hf against the same label's (the same fp32 target twice stands in for two dtypes)."""
     prompts = [dict(prompt="Count from one to five.", file="x.jsonl", index=0, domain="chat")]
-    rep = bench.run_bench({"fp32": real_target, "copy": real_target}, prompts, ["hf_generate", "plain"],
-                          bench.BenchSettings(max_new_tokens=6), warmup=False)
+    rep = run_bench({"fp32": real_target, "copy": real_target}, prompts, ["hf_generate", "plain"],
+                    BenchSettings(max_new_tokens=6), warmup=False)
     assert set(rep.methods) == {"hf_generate@fp32", "plain@fp32", "hf_generate@copy", "plain@copy"}
     base = rep.machine["baseline"]
     assert base in ("hf_generate@fp32", "hf_generate@copy")
@@ -78,23 +81,23 @@ def test_bench_mixed_targets_interleave_and_compare_with_the_fastest_baseline(re
                                                                                       "hf_generate@copy"))
     assert rep.methods[base]["ratio_vs_hf_generate"] == 1.0
     assert all(m["same_as_hf_generate"] == 1 and m["n_prompts"] == 1 for m in rep.methods.values())
-    best = bench.best_per_method(rep)
+    best = best_per_method(rep)
     assert set(best) == {"hf_generate", "plain"} and best["hf_generate"] == base
-    assert rep.machine["dtype"] == "float32+float32" and "best dtype per method" in bench.format_table(rep)
+    assert rep.machine["dtype"] == "float32+float32" and "best dtype per method" in format_table(rep)
 
 
 def test_bench_registry_and_balanced_prompts(tmp_path):
-    assert list(bench.METHODS)[:4] == ["hf_generate", "hf_prompt_lookup", "plain", "lookup"]
+    assert list(METHODS)[:4] == ["hf_generate", "hf_prompt_lookup", "plain", "lookup"]
     f = tmp_path / "gsm8k_x.jsonl"
     f.write_text("".join(json.dumps({"turns": [f"q{i}"]}) + "\n" for i in range(10)))
     g = tmp_path / "humaneval_y.jsonl"
     g.write_text("".join(json.dumps({"turns": [f"c{i}"]}) + "\n" for i in range(3)))
-    ps = bench.balanced_prompts([f, g], 3)
+    ps = balanced_prompts([f, g], 3)
     assert [p["prompt"] for p in ps] == ["q0", "c0", "q4", "c1", "q9", "c2"]      # evenly spaced, interleaved
     assert {p["domain"] for p in ps} == {"math", "code"}
     with pytest.raises(ValueError, match="n-prompts"):
-        bench.balanced_prompts([f], 0)
-    assert len(bench.default_prompt_files()) in (0, 3)
+        balanced_prompts([f], 0)
+    assert [p.name for p in default_prompt_files()] == ["eval.jsonl"] or len(default_prompt_files()) == 3
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from fractions import Fraction as F
 
 import pytest
 
-from exact import exact_output_distribution, target_output_distribution
+from dspark_viz.exact import exact_output_distribution, target_output_distribution
 from test_sampling_exact import ALPHA, STOP8, _stat_setup, _table_drafter, chi2_pvalue
 from dspark_viz.decode import generate_rounds, plain_generate, speculative_generate
 from dspark_viz.drafters.hybrid import HybridDrafter, best_rate, rho_from_tau

@@ -13,7 +13,7 @@ import torch
 from scipy.stats import chisquare
 
 from conftest import random_fraction_table
-from exact import exact_output_distribution, target_output_distribution, total_variation
+from dspark_viz.exact import exact_output_distribution, target_output_distribution, total_variation
 from dspark_viz.decode import generate_rounds, plain_generate, speculative_generate
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
 from dspark_viz.sampling import sample, verify_block, verify_outcomes

@@ -5,7 +5,7 @@ import argparse
 
 import torch
 
-from ..model.target import load_target
+from ..model import target as model_target
 
 
 def set_threads(n: int | None) -> None:
@@ -20,7 +20,7 @@ def set_threads(n: int | None) -> None:
 def load_target_from_args(a: argparse.Namespace):
     """The target named by --target / --dtype (the embedded SmolLM2 by default), after --threads."""
     set_threads(getattr(a, "threads", None))
-    return load_target(getattr(a, "target", None), dtype=getattr(a, "dtype", None))
+    return model_target.load_target(getattr(a, "target", None), dtype=getattr(a, "dtype", None))
 
 
 def add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:

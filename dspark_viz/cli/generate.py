@@ -8,7 +8,7 @@ from .. import metrics
 from ..decode import check_settings, generate_rounds
 from ..drafters import NAMES, load_drafter
 from ..drafters.neural import is_card_path
-from ..model.target import load_target
+from ..model import target as model_target
 from ..scheduler import make_policy
 from ..serving.profile import named_profile
 from .common import set_threads
@@ -105,7 +105,7 @@ def run_generate(a: argparse.Namespace) -> int:
         raise ValueError(f"--trace-out {a.trace_out} is a folder: give a file name")
     set_threads(a.threads)
 
-    target = load_target(a.target, device=a.device, dtype=a.dtype)
+    target = model_target.load_target(a.target, device=a.device, dtype=a.dtype)
     drafter = None
     if drafter_name not in PLAIN_NAMES:
         drafter = load_drafter(drafter_name, target, **({"gamma": a.gamma} if a.gamma else {}))   # (lookup only)

@@ -98,7 +98,7 @@ def run_real_batched(a, prof, df) -> list[dict]:
     from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
     from ..drafters import load_drafter
     from ..scheduler import HardwareAware
-    from ..train.prompts import load_prompts
+    from ..prompts import load_prompts
 
     try:
         Rs = [int(x) for x in a.real.split(",") if x.strip()]

@@ -7,33 +7,30 @@ from pathlib import Path
 from ..drafters.config import ALGOS
 from ..train.config import TrainConfig
 from ..drafters.neural import ASSETS, SHIPPED
-from ..settings import cache_dir
-from ..train import data, prompts
+from ..settings import assets, cache_dir
+from ..train.data import build_dataset, default_data_dir
+from .common import set_threads
 from ..model.target import load_target
 from ..train.trainer import train, train_in_turns
 
 
 def add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prompts", default=None)
-    p.add_argument("--out", default=None)
+    p.add_argument("--prompts", default=None, metavar="FILE.jsonl",
+                   help="training prompts (default: the shipped train suite)")
+    p.add_argument("--out", default=None, help="feature cache folder (default: $DSPARK_CACHE/data/train)")
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--write-prompts", default=None, metavar="DIR", help="only write the prompt suites to DIR")
 
 
-def run_data(a) -> None:
-    if a.write_prompts:
-        for k, v in prompts.write_suites(a.write_prompts).items():
-            print(f"{k}: {v}")
-        return
-    argv = [x for k, v in (("--prompts", a.prompts), ("--out", a.out)) if v for x in (k, v)]
-    argv += ["--max-new-tokens", str(a.max_new_tokens), "--batch-size", str(a.batch_size),
-             "--temperature", str(a.temperature)]
-    argv += (["--limit", str(a.limit)] if a.limit else []) + (["--threads", str(a.threads)] if a.threads else [])
-    data.main(argv)
+def run_data(a: argparse.Namespace) -> None:
+    set_threads(a.threads)
+    prompts = Path(a.prompts) if a.prompts else assets("prompts", "train.jsonl")
+    out = build_dataset(load_target(), prompts, Path(a.out) if a.out else default_data_dir(), a.temperature,
+                        a.max_new_tokens, a.batch_size, limit=a.limit)
+    print(f"feature cache: {out}")
 
 
 def add_train(ap: argparse.ArgumentParser) -> None:
@@ -60,20 +57,16 @@ def add_train(ap: argparse.ArgumentParser) -> None:
 
 
 def run_train(a: argparse.Namespace) -> None:
-    import torch
-
-
     algos = list(ALGOS) if a.algo == "all" else [x.strip() for x in a.algo.split(",") if x.strip()]
     bad = [x for x in algos if x not in ALGOS]
     if bad or not algos:
-        raise SystemExit(f"unknown algorithm(s) {bad}: choose from {', '.join(ALGOS)} or 'all'")
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    target = load_target(device="cpu" if not torch.cuda.is_available() else None, dtype="fp32")
+        raise ValueError(f"unknown algorithm(s) {bad}: choose from {', '.join(ALGOS)} or 'all'")
+    set_threads(a.threads)
+    target = load_target(dtype="fp32")            # training runs in fp32 (CUDA when there is one)
     tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
                      ckpt_every=a.ckpt_every)
     over = {k: v for k, v in (("n_layers", a.n_layers), ("draft_vocab", a.draft_vocab)) if v is not None}
-    data = Path(a.data) if a.data else cache_dir() / "data" / "train"
+    data = Path(a.data) if a.data else default_data_dir()
     if len(algos) > 1:
         root = Path(a.run_dir) if a.run_dir else cache_dir() / "runs"
         folder = Path(a.out) if a.out else ASSETS

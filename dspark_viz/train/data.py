@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from .prompts import load_prompts
-from ..settings import assets, cache_dir
+from ..prompts import load_prompts
+from ..settings import cache_dir
 
 
 def sample_batch(target, prompts: list[list[int]], temperature: float, max_new_tokens: int,
@@ -126,27 +126,3 @@ def _features_batch(target, seqs: list[list[int]]):
 
 def default_data_dir() -> Path:
     return cache_dir() / "data" / "train"
-
-
-def main(argv=None) -> None:
-    import argparse
-
-    from ..model.target import load_target
-
-    ap = argparse.ArgumentParser(description="generate target responses and cache target features (resumable)")
-    ap.add_argument("--prompts", default=str(assets("prompts", "train.jsonl")))
-    ap.add_argument("--out", default=None, help="default: $DSPARK_CACHE/data/train")
-    ap.add_argument("--max-new-tokens", type=int, default=160)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--temperature", type=float, default=0.7)
-    ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--threads", type=int, default=None)
-    a = ap.parse_args(argv)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    build_dataset(load_target(), a.prompts, Path(a.out) if a.out else default_data_dir(), a.temperature,
-                  a.max_new_tokens, a.batch_size, limit=a.limit)
-
-
-if __name__ == "__main__":
-    main()

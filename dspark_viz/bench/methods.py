@@ -1,0 +1,145 @@
+"""The benchmark's decoding methods: one function ``(target, prompt_ids, settings) -> MethodResult`` each.
+
+Legend: γ block size, ℓ verification length, τ mean committed tokens per round, T temperature.
+
+``METHODS`` maps a name to its function; ``register_method`` adds one (neural drafters, policies).
+``DEFAULT_METHODS`` is what ``dspark-viz bench`` runs without ``--methods``.
+
+- ``hf_generate``: transformers' ``generate`` (the baseline every ratio is taken against);
+- ``hf_prompt_lookup``: ``generate`` with ``prompt_lookup_num_tokens`` (10 by default, the value of the
+  transformers docs) and its default 2-gram matching;
+- ``plain``: our decode loop without a drafter; ``lookup``: our n-gram drafter (γ = 7, 1–3-gram matching);
+- ``dflash``, ``eagle``, ``dspark_fixed``: shipped neural drafters at ℓ = γ;
+  ``dspark_sched`` / ``dspark_lookup``: DSpark (alone / with lookup) under the hardware-aware scheduler;
+  ``dspark_l1`` … ``dspark_l6`` (on request only): DSpark at each shorter fixed ℓ.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import torch
+
+from ..decode import speculative_generate
+from ..drafters import load_drafter, speed_only
+from ..metrics import tau, time_split
+from ..scheduler import FixedLength, HardwareAware
+from ..serving.profile import profile_for
+
+BASELINE = "hf_generate"
+
+
+@dataclass
+class BenchSettings:
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    seed: int = 0
+    gamma: int = 7                      # our lookup drafter's block
+    hf_lookup_tokens: int = 10          # HF prompt_lookup_num_tokens
+
+
+class MethodResult(NamedTuple):
+    output_ids: list[int]               # new tokens (up to and including a stop token)
+    seconds: float                      # wall time of the whole request (prefill included)
+    tau: float | None                   # committed tokens per round (None when not measured)
+    time_split: dict[str, float] | None  # draft / verify / schedule / other fractions (our loop)
+
+
+Method = Callable[[object, list[int], BenchSettings], MethodResult]
+METHODS: dict[str, Method] = {}
+DEFAULT_METHODS: list[str] = []         # what `bench` runs without --methods
+
+
+def register_method(name: str, fn: Method | None = None, default: bool = True):
+    """Register a benchmark method (usable as a decorator); default=False: only on request (--methods)."""
+    def deco(f: Method) -> Method:
+        METHODS[name] = f
+        if default and name not in DEFAULT_METHODS:
+            DEFAULT_METHODS.append(name)
+        return f
+    return deco(fn) if fn is not None else deco
+
+
+def _until_stop(ids: list[int], stop_ids) -> list[int]:
+    for i, t in enumerate(ids):
+        if t in stop_ids:
+            return ids[: i + 1]
+    return ids
+
+
+def _hf(target, ids: list[int], s: BenchSettings, **extra) -> MethodResult:
+    stop = sorted(target.stop_ids)
+    x = torch.tensor([ids], device=target.device)                                  # (1, n)
+    kw = dict(do_sample=False)
+    if s.temperature > 0:
+        kw = dict(do_sample=True, temperature=s.temperature, top_k=0, top_p=1.0)
+        torch.manual_seed(s.seed)
+    t0 = time.perf_counter()
+    y = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=s.max_new_tokens,
+                              eos_token_id=stop or None, pad_token_id=stop[0] if stop else None, **kw, **extra)
+    dt = time.perf_counter() - t0
+    return MethodResult(_until_stop(y[0, len(ids):].tolist(), target.stop_ids), dt, None, None)
+
+
+@register_method("hf_generate")
+def hf_generate(target, ids, s):
+    return _hf(target, ids, s)
+
+
+@register_method("hf_prompt_lookup")
+def hf_prompt_lookup(target, ids, s):
+    return _hf(target, ids, s, prompt_lookup_num_tokens=s.hf_lookup_tokens)
+
+
+def _ours(target, drafter, ids, s, policy=None, sps=None) -> MethodResult:
+    t0 = time.perf_counter()
+    tr = speculative_generate(target, drafter, prompt_ids=ids, temperature=s.temperature,
+                              max_new_tokens=s.max_new_tokens, seed=s.seed, policy=policy, sps=sps)
+    dt = time.perf_counter() - t0
+    return MethodResult(tr.output_ids, dt, tau(tr), time_split(tr))
+
+
+@register_method("plain")
+def plain(target, ids, s):
+    return _ours(target, None, ids, s)
+
+
+@register_method("lookup")
+def lookup(target, ids, s):
+    return _ours(target, load_drafter("lookup", target, gamma=s.gamma), ids, s)
+
+
+_LOADED: dict[tuple[int, str], object] = {}      # drafters loaded once per (target, name) in a bench run
+
+
+def _drafter(target, name: str):
+    """The named drafter for this target, loaded once, without the chart-only diagnostics (speed_only)."""
+    key = (id(target), name)
+    if key not in _LOADED:
+        _LOADED[key] = speed_only(load_drafter(name, target))
+    return _LOADED[key]
+
+
+def unload_drafters() -> None:
+    """Forget the drafters loaded so far (before the next target is loaded)."""
+    _LOADED.clear()
+
+
+def _neural(name: str, scheduled: bool = False, ell: int | None = None) -> Method:
+    def run(target, ids, s):
+        d = _drafter(target, name)
+        if scheduled:
+            return _ours(target, d, ids, s, policy=HardwareAware(), sps=profile_for(target))
+        return _ours(target, d, ids, s, policy=FixedLength(ell or d.gamma))
+    return run
+
+
+register_method("dflash", _neural("dflash"))
+register_method("eagle", _neural("eagle"))
+register_method("dspark_fixed", _neural("dspark"))
+register_method("dspark_sched", _neural("dspark", scheduled=True))
+register_method("dspark_lookup", _neural("dspark+lookup", scheduled=True))
+for _ell in range(1, 7):    # DSpark at each shorter fixed ℓ: the "best fixed ℓ" check (--methods dspark_l1,…)
+    register_method(f"dspark_l{_ell}", _neural("dspark", ell=_ell), default=False)
+del _ell

@@ -1,0 +1,129 @@
+"""A bench report as text: the plain-text table the command prints and the Markdown page for docs.
+
+Legend: n prompts, γ block size, τ mean committed tokens per round, T temperature, ℓ verification length.
+Columns: tok/s (median over prompts), ×hf_gen (median per-prompt speed ratio to ``hf_generate``),
+τ, the time split of our loop (draft / verify / sched / other) and =hf (outputs identical to
+``hf_generate``'s, greedy only); — where a method does not measure a column.
+"""
+from __future__ import annotations
+
+from .machine import kernel_note
+from .runner import BenchReport, best_per_method
+
+
+def format_table(rep: BenchReport) -> str:
+    """One run's table, with its settings, machine and peak memory under it."""
+    n = len(rep.prompts)
+    w = max([18] + [len(m) + 2 for m in rep.methods])
+    head = (f"{'method':<{w}}{'tok/s':>8}{'×hf_gen':>9}{'τ':>7}   {'draft':>6}{'verify':>7}{'sched':>6}"
+            f"{'other':>6}{'=hf':>6}")
+    lines = [head, "-" * len(head)]
+    for m, s in rep.methods.items():
+        ts = s["time_split"]
+        split = (f"{ts['draft']:6.1%}{ts['verify']:7.1%}{ts['schedule']:6.1%}{ts['other']:6.1%}" if ts
+                 else f"{'—':>6}{'—':>7}{'—':>6}{'—':>6}")
+        ratio = f"{s['ratio_vs_hf_generate']:.3f}" if s["ratio_vs_hf_generate"] is not None else "—"
+        tau = f"{s['tau']:.2f}" if s["tau"] is not None else "—"
+        same = f"{s['same_as_hf_generate']}/{n}" if s["same_as_hf_generate"] is not None else "—"
+        lines.append(f"{m:<{w}}{s['tok_per_s']:8.2f}{ratio:>9}{tau:>7}   {split}{same:>6}")
+    mi = rep.machine
+    st = rep.settings
+    if mi.get("baseline"):                          # mixed dtypes: the baseline's best dtype, each method's best
+        best = best_per_method(rep)
+        lines += ["", f"×hf_gen against {mi['baseline']} (hf_generate's fastest dtype in this run); "
+                      f"=hf against hf_generate at the same dtype", "best dtype per method: " + ", ".join(
+                      f"{b} {rep.methods[b]['ratio_vs_hf_generate']:.3f}" for b in best.values()
+                      if rep.methods[b]["ratio_vs_hf_generate"] is not None)]
+    lines += ["", f"median tok/s over {n} prompts; ×hf_gen = median per-prompt speed ratio; "
+                  f"=hf: outputs identical to hf_generate (T = 0)",
+              f"T = {st['temperature']}, max_new_tokens = {st['max_new_tokens']}, lookup γ = {st['gamma']}, "
+              f"HF prompt_lookup_num_tokens = {st['hf_lookup_tokens']}",
+              f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
+              f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
+              f"{mi.get('device', '')} {mi.get('dtype', '')} · matmuls {mi.get('matmul', 'stock')} · "
+              f"attention {mi.get('attention', 'sdpa')} · layers {mi.get('layers', 'stock')}"]
+    if rep.peak_rss_mb is not None:
+        lines.append(f"peak resident memory of the process (target + every loaded drafter): {rep.peak_rss_mb:.0f} MB")
+    return "\n".join(lines)
+
+
+_HOW = ("Methods run interleaved in one process on the same prompts (order rotated per prompt); a "
+        "mixed-dtype run (`--mixed-dtypes fp32,bf16`) loads the target at both dtypes and interleaves every "
+        "method@dtype. tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
+        "at the same temperature and the same dtype (in a mixed run: `generate`'s fastest dtype); τ: committed "
+        "tokens per verification round; the split is our loop's wall time in draft / verify (target forward + "
+        "acceptance) / schedule / other; =hf: outputs identical to `generate`'s (greedy only). Neural drafters "
+        "skip the per-slot top-k diagnostics only the charts read (`NeuralDrafter.diagnostics`); the JSON's "
+        "machine.draft_diagnostics says so, and a run without that field drafted with them on.")
+
+_MATMULS = ("Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, CPU) go through dspark_viz's compiled "
+            "few-row kernel (dspark_viz/fast/kernels.py), installed on the one target every method shares "
+            "(`kernel rows`: each weight row is read once and applied to every token; `kernel tiles`, bf16: "
+            "register tiles of 2–4 weight rows × up to 4 tokens with software prefetch; "
+            "`benchmarks/bench_matmul.py --what kernel --dtype bf16` compares the two) — HF prompt lookup's "
+            "verification forwards of 2–8 tokens take it too; one-token steps (HF `generate`, plain decoding) "
+            "keep torch's stock path, and so does fp32 prefill. In bf16 on a CPU without bf16 matrix instructions "
+            "(AVX512-BF16, AMX; machine.bf16_gemm = widened) torch's bf16 GEMM is several times slower than fp32, "
+            "so every product of more than 8 rows (prefill and HF prompt lookup's 11-token forwards, for every "
+            "method, `generate` included) runs through the kernel in blocks of ≤ 8 rows (up to 64 rows) or as an "
+            "fp32 product of the exactly widened bf16 operands (more rows), rounded back to bf16 "
+            "(kernels.wide_bf16). `lm-head-wxt` = only the LM head as W·xᵀ (the fallback); `stock` = torch as "
+            "shipped (`DSPARK_SKINNY=0`). The scheduler plans with the measured profile of the same setup "
+            "(dspark_viz/assets/profiles/cpu.json, cpu-bf16.json, …; serving.profile.profile_for). In bf16 a "
+            "multi-token forward rounds differently from a one-token one, so =hf counts fall there for every "
+            "multi-token method, HF prompt lookup included; each method is lossless with respect to the forward "
+            "that verifies it.")
+
+_ATTENTION = ("Attention: `packed-gqa` = forwards of 2–8 tokens on CPU attend with the query heads that share a "
+              "key/value head folded into the query axis (dspark_viz/fast/attention.py) instead of transformers' "
+              "repeat_kv copy of the cache in every layer; `sdpa` = transformers as shipped "
+              "(`DSPARK_PACKED_GQA=0`). One-token steps keep transformers' own path.")
+
+_LAYERS = ("Decoder layers: `lean` = in the same 2–8-token forwards each Llama decoder layer runs as straight-line "
+           "code (dspark_viz/fast/lean.py: the same operations in the same order, bit-identical logits, without "
+           "eight module calls per layer); `lean+fused` = for one sequence each layer as two native calls around "
+           "the kernel (dspark_viz/fast/csrc/decoder_layer.h: norm, q/k/v, rotary; then causal attention over the "
+           "cache, o-projection, norm, SiLU-gated MLP) with transformers' rounding points — logits within the "
+           "dtype's rounding of the stock layers (`DSPARK_FUSED_LAYERS=0` keeps `lean`); `stock` = transformers' "
+           "layer forward (`DSPARK_LEAN_LAYERS=0`).")
+
+
+def markdown_report(reports: list[BenchReport]) -> str:
+    """docs/benchmarks.md: how it was run, on what, and every table (figures as measured)."""
+    r0 = reports[0]
+    mi = r0.machine
+    lines = ["# Decode speed benchmarks", "",
+             "Written by `dspark-viz bench --markdown docs/benchmarks.md` (dspark_viz/bench), or merged from "
+             "several `--json` runs by `python benchmarks/bench_markdown.py`; every figure below is from the run "
+             "whose command heads it (the first one here, or the one named above its table). Rerun to refresh.", "",
+             "```", r0.command, "```", "",
+             "| | |", "|---|---|",
+             f"| CPU | {mi['cpu']} ({mi['cores']} cores) |",
+             f"| torch threads | {mi['torch_threads']} |",
+             f"| versions | torch {mi['torch']}, transformers {mi['transformers']}, Python {mi['python']} |",
+             f"| platform | {mi['platform']} |",
+             f"| target | {mi.get('target', '')} on {mi.get('device', '')} |",
+             f"| prompts | {len(r0.prompts)} from ({', '.join(sorted({p['file'] for p in r0.prompts}))}) |",
+             f"| new tokens | {r0.settings['max_new_tokens']} per prompt |",
+             f"| matmuls | {mi.get('matmul', 'stock')} (see below) |",
+             f"| attention | {mi.get('attention', 'sdpa')} (see below) |",
+             f"| decoder layers | {mi.get('layers', 'stock')} (see below) |", "",
+             _HOW, "", _MATMULS, "", _ATTENTION, "", _LAYERS, ""]
+    for rep in reports:
+        st = rep.settings
+        bf16_note = ("" if "bfloat16" not in str(rep.machine.get("dtype", "")) or "bf16_gemm" in rep.machine
+                     else "; bf16 prefill on torch's stock GEMM")
+        lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g} "
+                  f"(attention {rep.machine.get('attention', 'sdpa')}, layers {rep.machine.get('layers', 'stock')}"
+                  f"{kernel_note(rep.machine)}{bf16_note})", ""]
+        if rep.command != r0.command:
+            lines += [f"From a separate run: `{rep.command}`", ""]
+        lines += ["```", format_table(rep), "```", ""]
+    mems = [r.peak_rss_mb for r in reports if r.peak_rss_mb is not None]
+    if mems:
+        lines += ["## Memory", "",
+                  f"Peak resident memory of the benchmark process after the first run (the target and every "
+                  f"drafter it loaded, transformers included): **{mems[0]:.0f} MB**" +
+                  (f"; after all runs (several dtypes loaded in turn): {max(mems):.0f} MB." if len(mems) > 1 else "."),
+                  ""]
+    return "\n".join(lines)

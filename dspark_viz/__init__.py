@@ -20,7 +20,8 @@ from . import metrics
 from .calibration import STSCalibration
 from .decode import generate_rounds, plain_generate, speculative_generate
 from .drafters import load_drafter
-from .model.target import TargetModel, load_target
+from .machine import load_target
+from .model.target import TargetModel
 from .scheduler import AsyncGlobal, FixedLength, HardwareAware, Policy, StaticThreshold, make_policy
 from .serving.profile import SPSProfile, named_profile
 from .trace import DraftToken, Round, Trace

@@ -19,9 +19,9 @@ import torch
 
 from .drafters.base import Context, Drafter
 from .sampling import probs_from_logits, sample, verify_block
-from .trace import DraftToken, Round, Trace
 from .scheduler import FixedLength, HardwareAware
 from .serving.profile import profile_for
+from .trace import DraftToken, Round, Trace
 
 MAX_NEW_TOKENS = 4096
 

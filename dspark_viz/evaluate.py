@@ -12,8 +12,9 @@ from tqdm import tqdm
 
 from . import metrics
 from .decode import speculative_generate
-from .scheduler import FixedLength
 from .prompts import load_prompts
+from .scheduler import FixedLength
+
 
 def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None = None) -> list[dict]:
     recs: list[dict] = []

@@ -11,6 +11,7 @@ Settings are read when asked for (not at import), so a test or a notebook can ch
 | ``DSPARK_PACKED_GQA`` | ``1``                 | ``0``: transformers' SDPA attention in few-token forwards           |
 | ``DSPARK_LEAN_LAYERS``| ``1``                 | ``0``: transformers' own decoder-layer forwards                     |
 | ``DSPARK_FUSED_LAYERS``| ``1``                | ``0``: lean layers run as Python ops, without the fused native calls|
+| ``DSPARK_TUNE``       | ``1``                 | ``0``: no per-machine measuring; fast path at every size, fp32      |
 | ``DSPARK_TEST_THREADS``| ``1``                | torch threads in the test suite                                     |
 | ``DSPARK_CHROMIUM``   | ``/usr/bin/chromium`` | the browser the browser test drives                                 |
 

@@ -4,6 +4,7 @@ Threads: DSPARK_TEST_THREADS, else OMP_NUM_THREADS, else 1 (tests are timed on s
 """
 from __future__ import annotations
 
+import os
 from fractions import Fraction as F
 
 import pytest
@@ -12,8 +13,10 @@ import torch
 from dspark_viz.model.toy import TableTarget
 from dspark_viz.settings import test_threads
 
-
 torch.set_num_threads(test_threads())
+# The suite tests the fast path itself, on every size: no per-machine path or dtype choice here
+# (tests/test_tune.py measures that on its own, into a temporary cache).
+os.environ.setdefault("DSPARK_TUNE", "0")
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import app  # noqa: E402
 from dspark_viz.decode import plain_generate, speculative_generate  # noqa: E402
 from dspark_viz.drafters import LookupDrafter, RandomDrafter  # noqa: E402
-from dspark_viz.scheduler import HardwareAware  # noqa: E402
 from dspark_viz.model.toy import tiny_llama_target  # noqa: E402
+from dspark_viz.scheduler import HardwareAware  # noqa: E402
 from dspark_viz.serving.background import tile_requests  # noqa: E402
 from dspark_viz.trace import Trace  # noqa: E402
 from dspark_viz.ui.inputs import prepare_prompt  # noqa: E402

@@ -63,9 +63,9 @@ def test_packed_path_runs_without_repeating_the_cache(monkeypatch):
 
 def test_batched_left_padded_rows_match_single_requests():
     """Batched verification (per-row masks and positions) gives each row the logits it gets alone."""
-    from dspark_viz.serving.batched import batched_generate
     from dspark_viz.decode import plain_generate
     from dspark_viz.drafters import LookupDrafter
+    from dspark_viz.serving.batched import batched_generate
 
     t = _target()
     g = torch.Generator().manual_seed(2)

@@ -8,8 +8,8 @@ import pytest
 from dspark_viz import cli
 from dspark_viz.decode import MAX_NEW_TOKENS, generate_rounds, plain_generate
 from dspark_viz.drafters import load_drafter
-from dspark_viz.sampling import probs_from_logits
 from dspark_viz.model.target import load_target, resolve_model_dir
+from dspark_viz.sampling import probs_from_logits
 from dspark_viz.trace import Trace
 
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from dspark_viz.serving.batched import batched_generate, sim_vs_real
 from dspark_viz.decode import speculative_generate
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
-from dspark_viz.serving.profile import SPSProfile
-from dspark_viz.scheduler import FixedLength, HardwareAware
 from dspark_viz.model.toy import tiny_llama_target
+from dspark_viz.scheduler import FixedLength, HardwareAware
+from dspark_viz.serving.batched import batched_generate, sim_vs_real
+from dspark_viz.serving.profile import SPSProfile
 
 PROMPTS = [[1, 2, 3, 4, 5, 1, 2, 3], [7, 8, 9], [10, 11, 10, 11, 10, 11, 12, 13, 14, 15, 16], [20]]
 

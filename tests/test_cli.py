@@ -5,10 +5,10 @@ import json
 
 import pytest
 
+from dspark_viz import cli
 from dspark_viz.bench.methods import METHODS, BenchSettings
 from dspark_viz.bench.report import format_table
 from dspark_viz.bench.runner import balanced_prompts, best_per_method, default_prompt_files, run_bench
-from dspark_viz import cli
 from dspark_viz.cli.generate import render_round, use_color
 from dspark_viz.trace import Trace
 

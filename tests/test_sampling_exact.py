@@ -10,15 +10,15 @@ from fractions import Fraction as F
 
 import pytest
 import torch
+from conftest import random_fraction_table
 from scipy.stats import chisquare
 
-from conftest import random_fraction_table
-from dspark_viz.exact import exact_output_distribution, target_output_distribution, total_variation
 from dspark_viz.decode import generate_rounds, plain_generate, speculative_generate
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
+from dspark_viz.exact import exact_output_distribution, target_output_distribution, total_variation
+from dspark_viz.model.toy import TableTarget
 from dspark_viz.sampling import sample, verify_block, verify_outcomes
 from dspark_viz.scheduler import FixedLength, HardwareAware, Policy, StaticThreshold
-from dspark_viz.model.toy import TableTarget
 
 ALPHA = 1e-3
 

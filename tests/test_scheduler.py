@@ -10,7 +10,6 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged
 from dspark_viz.scheduler import (
     AsyncGlobal,
     FixedLength,
@@ -23,6 +22,7 @@ from dspark_viz.scheduler import (
     make_policy,
     survival,
 )
+from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged
 
 
 def smooth_profile(rng, bmax=24) -> SPSProfile:

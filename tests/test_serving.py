@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from dspark_viz.scheduler import AsyncGlobal, FixedLength, HardwareAware, StaticThreshold
 from dspark_viz.serving import profile
 from dspark_viz.serving import simulate as sim
-from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged, named_profile
 from dspark_viz.serving.measure import default_batches, measure_profile
+from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged, named_profile
 from dspark_viz.serving.simulate import headline, simulate, sweep, threshold_sweep
-from dspark_viz.scheduler import AsyncGlobal, FixedLength, HardwareAware, StaticThreshold
 from dspark_viz.trace import DraftToken, Round, Trace
 
 

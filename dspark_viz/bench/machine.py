@@ -4,7 +4,9 @@ The dict is stored in every bench JSON as ``machine`` (its keys are read by othe
 cpu, cores, torch_threads, torch, transformers, python, platform; with a target also target, device,
 dtype, matmul (stock | lm-head-wxt | skinny-kernel), attention (sdpa | packed-gqa), layers
 (stock | lean | lean+fused), draft_diagnostics (the neural drafters' chart-only top-k: off in the bench),
-bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tiles), gpu on CUDA.
+bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tiles), gpu on CUDA;
+cpu_flags (the instruction sets that matter: avx2 … avx512_bf16, amx), default_dtype (this machine's
+chosen CPU dtype, fast/tune.py), path_choice and size_paths (per few-token size: fast, fast-avx2 or stock).
 A run whose JSON lacks ``kernel`` used the row layout.
 """
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 
 import torch
 
+from ..fast import tune
 from ..fast.kernels import LAYOUT, native_bf16_gemm
 from ..fast.lean import fused
 
@@ -28,18 +31,10 @@ def machine_info(target=None) -> dict:
     """The machine fingerprint of a bench run on ``target`` (keys in the module docstring)."""
     import transformers
 
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu, flags = tune.cpu_model_and_flags()
     info = dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(), torch=torch.__version__,
                 transformers=transformers.__version__, python=platform.python_version(),
-                platform=platform.platform())
+                platform=platform.platform(), cpu_flags=flags, default_dtype=tune.kept_default_dtype())
     if target is not None:
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
                     matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"),
@@ -51,6 +46,8 @@ def machine_info(target=None) -> dict:
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
             if info["matmul"] == "skinny-kernel":       # the few-row kernel's layout
                 info["kernel"] = LAYOUT
+            info["path_choice"] = getattr(target, "path_choice", None)
+            info["size_paths"] = {str(n): p for n, p in sorted(getattr(target, "size_paths", {}).items())}
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info

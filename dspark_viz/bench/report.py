@@ -15,7 +15,7 @@ def format_table(rep: BenchReport) -> str:
     """One run's table, with its settings, machine and peak memory under it."""
     n = len(rep.prompts)
     w = max([18] + [len(m) + 2 for m in rep.methods])
-    head = (f"{'method':<{w}}{'tok/s':>8}{'×hf_gen':>9}{'τ':>7}   {'draft':>6}{'verify':>7}{'sched':>6}"
+    head = (f"{'method':<{w}}{'tok/s':>8}{'×hf_gen':>9}{'×hf_look':>9}{'τ':>7}   {'draft':>6}{'verify':>7}{'sched':>6}"
             f"{'other':>6}{'=hf':>6}")
     lines = [head, "-" * len(head)]
     for m, s in rep.methods.items():
@@ -23,9 +23,11 @@ def format_table(rep: BenchReport) -> str:
         split = (f"{ts['draft']:6.1%}{ts['verify']:7.1%}{ts['schedule']:6.1%}{ts['other']:6.1%}" if ts
                  else f"{'—':>6}{'—':>7}{'—':>6}{'—':>6}")
         ratio = f"{s['ratio_vs_hf_generate']:.3f}" if s["ratio_vs_hf_generate"] is not None else "—"
+        look = s.get("ratio_vs_hf_prompt_lookup")
+        look = f"{look:.3f}" if look is not None else "—"
         tau = f"{s['tau']:.2f}" if s["tau"] is not None else "—"
         same = f"{s['same_as_hf_generate']}/{n}" if s["same_as_hf_generate"] is not None else "—"
-        lines.append(f"{m:<{w}}{s['tok_per_s']:8.2f}{ratio:>9}{tau:>7}   {split}{same:>6}")
+        lines.append(f"{m:<{w}}{s['tok_per_s']:8.2f}{ratio:>9}{look:>9}{tau:>7}   {split}{same:>6}")
     mi = rep.machine
     st = rep.settings
     if mi.get("baseline"):                          # mixed dtypes: the baseline's best dtype, each method's best
@@ -34,14 +36,20 @@ def format_table(rep: BenchReport) -> str:
                       f"=hf against hf_generate at the same dtype", "best dtype per method: " + ", ".join(
                       f"{b} {rep.methods[b]['ratio_vs_hf_generate']:.3f}" for b in best.values()
                       if rep.methods[b]["ratio_vs_hf_generate"] is not None)]
-    lines += ["", f"median tok/s over {n} prompts; ×hf_gen = median per-prompt speed ratio; "
+    lines += ["", f"median tok/s over {n} prompts; ×hf_gen / ×hf_look = median per-prompt speed ratio against "
+                  f"hf_generate / hf_prompt_lookup (at their fastest dtype in a mixed run); "
                   f"=hf: outputs identical to hf_generate (T = 0)",
               f"T = {st['temperature']}, max_new_tokens = {st['max_new_tokens']}, lookup γ = {st['gamma']}, "
               f"HF prompt_lookup_num_tokens = {st['hf_lookup_tokens']}",
               f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
               f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
               f"{mi.get('device', '')} {mi.get('dtype', '')} · matmuls {mi.get('matmul', 'stock')} · "
-              f"attention {mi.get('attention', 'sdpa')} · layers {mi.get('layers', 'stock')}"]
+              f"attention {mi.get('attention', 'sdpa')} · layers {mi.get('layers', 'stock')}",
+              f"CPU flags: {' '.join(mi.get('cpu_flags') or []) or '—'} · default CPU dtype: "
+              f"{mi.get('default_dtype') or 'not chosen'}"]
+    for lab, p in (mi.get("paths") or {}).items():
+        if p.get("path_choice"):
+            lines.append(f"paths at {lab}: {p['path_choice']}")
     if rep.peak_rss_mb is not None:
         lines.append(f"peak resident memory of the process (target + every loaded drafter): {rep.peak_rss_mb:.0f} MB")
     return "\n".join(lines)

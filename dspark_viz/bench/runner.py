@@ -64,17 +64,20 @@ class BenchReport:
 
 
 def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSettings,
-              warmup: bool = True, log=None) -> BenchReport:
+              warmup: bool = True, log=None, labels_of: dict[str, list[str]] | None = None) -> BenchReport:
     """Time `methods` on every prompt (order rotated per prompt) and summarise.
 
     ``target`` may be a dict {label: target} (e.g. {"fp32": …, "bf16": …}): every method then runs on each
     target as ``method@label``, all interleaved in one rotation, and ×hf_gen compares with the fastest
-    ``hf_generate@label`` (the baseline's best dtype); =hf compares with the baseline of the same label."""
+    ``hf_generate@label`` (the baseline's best dtype); =hf compares with the baseline of the same label.
+    ``labels_of`` {method: [label, …]} runs a method on those targets only (default: on every one).
+    ×hf_lookup compares in the same way with the fastest ``hf_prompt_lookup@label``."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown bench method(s) {unknown}: choose from {', '.join(METHODS)}")
     targets = target if isinstance(target, dict) else {"": target}
-    runs = [(f"{m}@{lab}" if lab else m, m, lab) for lab in targets for m in methods]   # (name, method, label)
+    runs = [(f"{m}@{lab}" if lab else m, m, lab) for lab in targets for m in methods          # (name, method, label)
+            if labels_of is None or lab in labels_of.get(m, targets)]
     first = next(iter(targets.values()))
     ids_list = [first.chat_ids(p["prompt"]) for p in prompts]
     if warmup:                                       # first-call costs (allocator, lazy imports, kernels)
@@ -99,6 +102,8 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
     speed = {n: statistics.median(r["tok_per_s"] for r in rows if r["method"] == n) for n in names}
     bases = [base_of(lab) for lab in targets if base_of(lab) in names]
     best_base = max(bases, key=speed.get) if bases else None
+    lookups = [n for n, m, _ in runs if m == "hf_prompt_lookup"]
+    best_lookup = max(lookups, key=speed.get) if lookups else None
     summary = {}
     for n in names:
         mine = [r for r in rows if r["method"] == n]
@@ -106,10 +111,14 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
         if best_base is not None:
             base = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == best_base}
             ratios = statistics.median(r["tok_per_s"] / base[r["prompt"]] for r in mine)
+        vs_lookup = None
+        if best_lookup is not None:
+            look = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == best_lookup}
+            vs_lookup = statistics.median(r["tok_per_s"] / look[r["prompt"]] for r in mine)
         taus = [r["tau"] for r in mine if r["tau"] is not None]
         splits = [r["time_split"] for r in mine if r["time_split"]]
         summary[n] = dict(
-            tok_per_s=speed[n], ratio_vs_hf_generate=ratios,
+            tok_per_s=speed[n], ratio_vs_hf_generate=ratios, ratio_vs_hf_prompt_lookup=vs_lookup,
             tau=statistics.mean(taus) if taus else None,
             time_split={k: statistics.mean(s[k] for s in splits) for k in splits[0]} if splits else None,
             tokens=sum(r["tokens"] for r in mine), seconds=sum(r["seconds"] for r in mine),
@@ -117,6 +126,11 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
                                  if best_base is not None and settings.temperature == 0 else None),
             n_prompts=len(mine))
     info = machine_info(first)
+    info["paths"] = {lab or str(t.dtype).replace("torch.", ""): {"path_choice": getattr(t, "path_choice", None),
+                                                               "size_paths": {str(n): p for n, p in
+                                                                              sorted(getattr(t, "size_paths", {}).items())}}
+                     for lab, t in targets.items()}
+    info["lookup_baseline"] = best_lookup
     if len(targets) > 1:
         info["dtype"] = "+".join(str(t.dtype).replace("torch.", "") for t in targets.values())
         info["baseline"] = best_base

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import bench, evaluate, generate, serving, setup, train
+from . import bench, evaluate, export, generate, serving, setup, train
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                        setup.add_warm, setup.run_warm),
     "kernels": Subcommand("build the few-token CPU kernel now and check it against torch",
                           setup.add_kernels, setup.run_kernels),
+    "export": Subcommand("write a dspark / dspark-rnn / dflash drafter as a DeepSpec checkpoint folder",
+                         export.add_export, export.run_export),
 }
 
 

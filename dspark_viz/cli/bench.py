@@ -15,11 +15,12 @@ import json
 import sys
 from pathlib import Path
 
+from .. import machine
 from ..bench import runner
 from ..bench.methods import DEFAULT_METHODS, METHODS, BenchSettings, unload_drafters
 from ..bench.report import format_table, markdown_report
 from ..decode import check_settings
-from ..model import target as model_target        # looked up per call: tests substitute load_target
+from ..model import target as model_target  # looked up per call: tests substitute load_target
 from .common import set_threads
 
 
@@ -40,7 +41,9 @@ def add_bench(ap: argparse.ArgumentParser) -> None:
                     help=f"comma-separated, from {', '.join(METHODS)} (default: all but dspark_l1…l6, "
                          f"DSpark at shorter fixed ℓ)")
     ap.add_argument("--target", default=None, help="local HF folder or .gguf (default: embedded SmolLM2)")
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--dtype", default=None, choices=["fp32", "bf16"],
+                    help="every method at this dtype (default: HF's methods at fp32 and bf16, ours at this "
+                         "machine's chosen CPU dtype, all interleaved in one run)")
     ap.add_argument("--temperatures", default=None, metavar="T1,T2",
                     help="run the whole comparison at each temperature (overrides --temperature)")
     ap.add_argument("--dtypes", default=None, metavar="fp32,bf16",
@@ -74,7 +77,10 @@ def run_bench(a: argparse.Namespace) -> int:
     temps = _float_list(a.temperatures, "--temperatures") if a.temperatures else [a.temperature]
     mixed = getattr(a, "mixed_dtypes", None)
     spec = mixed or a.dtypes
-    dtypes = [d.strip() for d in spec.split(",") if d.strip()] if spec else [a.dtype]
+    auto = not spec and a.dtype is None and not str(a.device or model_target.default_device()).startswith("cuda")
+    if auto:                                     # HF at both dtypes, ours at the machine's choice
+        mixed = spec = "fp32,bf16"
+    dtypes = [d.strip() for d in spec.split(",") if d.strip()] if spec else [a.dtype or "bf16"]
     bad = [d for d in dtypes if d not in ("fp32", "bf16")]
     if bad or not dtypes or not temps or len(set(dtypes)) != len(dtypes):
         raise ValueError(f"--dtypes / --mixed-dtypes must list fp32 and/or bf16 once each, got {spec!r}")
@@ -90,6 +96,10 @@ def run_bench(a: argparse.Namespace) -> int:
     argv = getattr(a, "_argv", None)
     command = " ".join(["dspark-viz", "bench"] + list(argv if argv is not None else sys.argv[1:]))
     log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
+    labels_of = None
+    if auto:
+        ours = {"float32": "fp32", "bfloat16": "bf16"}[machine.choose_default_dtype(log=log)]
+        labels_of = {m: (["fp32", "bf16"] if m.startswith("hf_") else [ours]) for m in methods}
     reports = []
     groups = [dtypes] if mixed else [[d] for d in dtypes]
     for group in groups:
@@ -98,7 +108,8 @@ def run_bench(a: argparse.Namespace) -> int:
             load(a.target, device=a.device, dtype=group[0])
         for t in temps:
             settings = BenchSettings(a.max_new_tokens, t, a.seed, a.gamma, a.hf_lookup_tokens)
-            rep = runner.run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log)
+            rep = runner.run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log,
+                                   labels_of=labels_of)
             rep.command = command
             print(format_table(rep) + "\n", flush=True)
             reports.append(rep)

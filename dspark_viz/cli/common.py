@@ -5,7 +5,8 @@ import argparse
 
 import torch
 
-from ..model import target as model_target
+from .. import machine
+from ..drafters.deepspec_config import feature_layers_for
 
 
 def set_threads(n: int | None) -> None:
@@ -18,9 +19,11 @@ def set_threads(n: int | None) -> None:
 
 
 def load_target_from_args(a: argparse.Namespace):
-    """The target named by --target / --dtype (the embedded SmolLM2 by default), after --threads."""
+    """The target named by --target / --dtype (the embedded SmolLM2 by default), after --threads; with the
+    feature layers a ``--drafter DIR`` (DeepSpec checkpoint folder) reads."""
     set_threads(getattr(a, "threads", None))
-    return model_target.load_target(getattr(a, "target", None), dtype=getattr(a, "dtype", None))
+    return machine.load_target(getattr(a, "target", None), dtype=getattr(a, "dtype", None),
+                                    feature_layers=feature_layers_for(getattr(a, "drafter", None)))
 
 
 def add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:

@@ -1,14 +1,16 @@
 """``dspark-viz eval`` (full-block τ per domain) and ``dspark-viz calibrate`` (STS fit and report)."""
 from __future__ import annotations
+
 import argparse
 import json
 from pathlib import Path
-from .common import add_target_args, load_target_from_args
-from ..drafters import load_drafter
-from ..evaluate import evaluate_drafter, format_report, load_eval_prompts, to_json
+
 from ..calibration import STSCalibration, calibration_report, fit_sts, rollouts_from_traces
+from ..drafters import load_drafter
 from ..drafters.neural import calibration_path
+from ..evaluate import evaluate_drafter, format_report, load_eval_prompts, to_json
 from ..trace import Trace
+from .common import add_target_args, load_target_from_args
 
 
 # -- eval ----------------------------------------------------------------------------------------

@@ -1,18 +1,18 @@
 """``dspark-viz generate``: decode one prompt and print it, accepted / rejected / bonus tokens coloured."""
 from __future__ import annotations
+
 import argparse
 import os
 import sys
 
-from .. import metrics
+from .. import machine, metrics
 from ..decode import check_settings, generate_rounds
 from ..drafters import NAMES, load_drafter
+from ..drafters.deepspec_config import feature_layers_for, is_drafter_dir
 from ..drafters.neural import is_card_path
-from ..model import target as model_target
 from ..scheduler import make_policy
 from ..serving.profile import named_profile
 from .common import set_threads
-
 
 # -- terminal colours ------------------------------------------------------------------------------
 ANSI = {"accepted": "\x1b[32m", "rejected": "\x1b[9;31m", "bonus": "\x1b[33m", "dim": "\x1b[2m", "reset": "\x1b[0m"}
@@ -53,8 +53,8 @@ PLAIN_NAMES = ("none", "plain")
 def add_generate(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("prompt", help="the user message (the chat template is applied)")
     ap.add_argument("--drafter", default="lookup", help="lookup (default), a shipped neural drafter "
-                    "(dspark, dspark-rnn, dflash, eagle), a drafter card FILE.json, NAME+lookup, "
-                    "or none for plain decoding")
+                    "(dspark, dspark-rnn, dflash, eagle), a drafter card FILE.json, a DeepSpec checkpoint "
+                    "folder, NAME+lookup, or none for plain decoding")
     ap.add_argument("--gamma", type=int, default=None, help="block size of the lookup drafter (default 7)")
     ap.add_argument("--policy", default="fixed", help="fixed (ℓ = γ), fixed-<ℓ>, threshold, hardware-aware, "
                     "async-global, retrospective")
@@ -89,9 +89,9 @@ def run_generate(a: argparse.Namespace) -> int:
     drafter_name = a.drafter.strip()
     if drafter_name.lower() in NAMES + PLAIN_NAMES:
         drafter_name = drafter_name.lower()
-    elif not is_card_path(drafter_name.removesuffix("+lookup")):
+    elif not (is_card_path(base := drafter_name.removesuffix("+lookup")) or is_drafter_dir(base)):
         raise ValueError(f"unknown drafter {a.drafter!r}: choose one of {', '.join(NAMES + PLAIN_NAMES)}, "
-                         f"or a drafter card FILE.json")
+                         f"a drafter card FILE.json, or a DeepSpec checkpoint folder")
     if a.gamma is not None and a.gamma < 1:
         raise ValueError(f"--gamma must be ≥ 1, got {a.gamma}")
     if a.gamma is not None and drafter_name != "lookup":
@@ -105,7 +105,8 @@ def run_generate(a: argparse.Namespace) -> int:
         raise ValueError(f"--trace-out {a.trace_out} is a folder: give a file name")
     set_threads(a.threads)
 
-    target = model_target.load_target(a.target, device=a.device, dtype=a.dtype)
+    target = machine.load_target(a.target, device=a.device, dtype=a.dtype,
+                                      feature_layers=feature_layers_for(drafter_name))
     drafter = None
     if drafter_name not in PLAIN_NAMES:
         drafter = load_drafter(drafter_name, target, **({"gamma": a.gamma} if a.gamma else {}))   # (lookup only)

@@ -1,11 +1,23 @@
 """``dspark-viz profile`` (measure an SPS profile) and ``dspark-viz simulate`` (serving under load)."""
 from __future__ import annotations
+
 import argparse
 import json
 import time
 from pathlib import Path
+
+from .. import machine
+from ..drafters import NEURAL, load_drafter
+from ..model import target as model_target
+from ..prompts import load_prompts
+from ..scheduler import HardwareAware
+from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
+from ..serving.measure import measure_draft_costs, measure_profile
+from ..serving.profile import SPSProfile, cpu_profile_file, named_profile
+from ..serving.simulate import SWEEP_POLICIES, headline, sweep
 from ..settings import assets
-from .common import add_target_args, load_target_from_args
+from ..trace import Trace
+from .common import add_target_args, load_target_from_args, set_threads
 
 
 # -- profile / simulate ----------------------------------------------------------------------------
@@ -18,31 +30,45 @@ def add_profile(p: argparse.ArgumentParser) -> None:
                    "the shipped drafters' proposals into its meta.draft_s")
     p.add_argument("--out", default=None, help="default on CPU: assets/profiles/cpu.json (fp32 with the few-row "
                    "kernel), cpu-stock.json (fp32, DSPARK_SKINNY=0), cpu-bf16[-stock].json (--dtype bf16)")
+    p.add_argument("--tune-only", action="store_true", help="only re-measure this machine's choice: the path each "
+                   "few-token size takes (at --dtype, default both) and the default CPU dtype")
+    p.add_argument("--no-tune", action="store_true", help="keep this machine's kept path and dtype choice")
     add_target_args(p)
 
 
-def run_profile(a) -> None:
-    from ..serving.profile import cpu_profile_file
-    from ..serving.measure import measure_profile
+def run_tune(a) -> None:
+    """Re-measure the per-size path choice and the default CPU dtype (fast/tune.py, dspark_viz.machine)."""
+    log = lambda s: print(s, flush=True)                                        # noqa: E731
+    for dt in ([a.dtype] if a.dtype else ["fp32", "bf16"]):
+        t = model_target.load_target(a.target, device="cpu", dtype=dt, tune_paths=False)
+        t.choose_paths(force=True)
+        log(f"{dt}: {t.path_choice}")
+    log(f"default CPU dtype: {machine.choose_default_dtype(force=True, log=log)}")
 
+
+def run_profile(a) -> None:
     if a.drafters_only and a.no_drafters:
         raise ValueError("--drafters-only and --no-drafters contradict each other")
+    if a.tune_only and a.no_tune:
+        raise ValueError("--tune-only and --no-tune contradict each other")
+    set_threads(a.threads)
+    if not a.no_tune and not str(a.device if hasattr(a, "device") and a.device else
+                                 model_target.default_device()).startswith("cuda"):
+        run_tune(a)
+        if a.tune_only:
+            return
     target = load_target_from_args(a)
     if a.out is None:
         if not str(target.device).startswith("cpu"):
-            raise SystemExit("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
+            raise ValueError("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
         a.out = str(cpu_profile_file(str(target.dtype), target.matmul_path))
     if a.drafters_only:
-        from ..serving.profile import SPSProfile
-
         if not Path(a.out).exists():
             raise FileNotFoundError(f"--drafters-only needs an existing profile at {a.out}: run `dspark-viz profile` first")
         prof = SPSProfile.load(a.out)
     else:
         prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
     if not a.no_drafters:                     # the neural drafters' proposal cost, read by the hybrid's arbiter
-        from ..drafters import NEURAL
-        from ..serving.measure import measure_draft_costs
 
         prof.meta["draft_s"] = measure_draft_costs(target, NEURAL, repeats=a.repeats, ctx_len=a.ctx_len)
         prof.meta["draft_s_when"] = time.strftime("%Y-%m-%d")      # may differ from the table's "when"
@@ -70,10 +96,6 @@ def add_simulate(p: argparse.ArgumentParser) -> None:
 
 
 def run_simulate(a) -> None:
-    from ..serving.simulate import SWEEP_POLICIES, headline, sweep
-    from ..serving.profile import named_profile
-    from ..trace import Trace
-
     tdir = Path(a.traces) if a.traces else assets("traces")
     traces = [Trace.from_json(str(p)) for p in sorted(tdir.glob("*.json"))]
     traces = [t for t in traces if any(r.drafts and r.drafts[0].confidence is not None for r in t.rounds)]
@@ -95,10 +117,6 @@ def run_simulate(a) -> None:
 
 def run_real_batched(a, prof, df) -> list[dict]:
     """`simulate --real`: batched decoding on the target for each R, against the profile's predictions."""
-    from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
-    from ..drafters import load_drafter
-    from ..scheduler import HardwareAware
-    from ..prompts import load_prompts
 
     try:
         Rs = [int(x) for x in a.real.split(",") if x.strip()]

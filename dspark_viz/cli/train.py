@@ -5,13 +5,13 @@ import argparse
 from pathlib import Path
 
 from ..drafters.config import ALGOS
-from ..train.config import TrainConfig
 from ..drafters.neural import ASSETS, SHIPPED
-from ..settings import assets, cache_dir
-from ..train.data import build_dataset, default_data_dir
-from .common import set_threads
 from ..model.target import load_target
+from ..settings import assets, cache_dir
+from ..train.config import TrainConfig
+from ..train.data import build_dataset, default_data_dir
 from ..train.trainer import train, train_in_turns
+from .common import set_threads
 
 
 def add_data(p: argparse.ArgumentParser) -> None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from ..serving.profile import profile_for
 from .base import Context, Draft, Drafter
+from .deepspec import load_deepspec
+from .deepspec_config import is_drafter_dir
 from .hybrid import HybridDrafter
 from .lookup import LookupDrafter
 from .neural import is_card_path, load_card, load_shipped
@@ -14,18 +16,24 @@ NAMES = ("lookup",) + NEURAL + tuple(f"{n}+lookup" for n in NEURAL)
 
 def load_drafter(name: str, target, gamma: int | None = None, **kw) -> Drafter:
     """A drafter by name: ``lookup``, a shipped neural drafter (dspark, dspark-rnn, dflash, eagle), a drafter
-    card file ``FILE.json`` (one you trained: `dspark-viz train --out FILE.json`), or either of the last two
-    with ``+lookup`` (n-gram lookup as a second source, drafters/hybrid.py)."""
+    card file ``FILE.json`` (one you trained: `dspark-viz train --out FILE.json`), a DeepSpec checkpoint folder
+    ``DIR`` (drafters/deepspec.py), or any of the last three with ``+lookup`` (n-gram lookup as a second
+    source, drafters/hybrid.py)."""
+    name = str(name)                      # a folder may come as a Path
     if name == "lookup":
         kw.pop("calibrated", None)
         return LookupDrafter(gamma=gamma or 7, vocab_size=target.vocab_size, **kw)
     base = name[:-7] if name.endswith("+lookup") else name
-    if base not in NEURAL and not is_card_path(base):
-        raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(NAMES)}, or a drafter card FILE.json")
+    if base not in NEURAL and not is_card_path(base) and not is_drafter_dir(base):
+        raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(NAMES)}, a drafter card FILE.json, "
+                         f"or a DeepSpec checkpoint folder")
 
     sps = kw.pop("sps", None)
     if base in NEURAL:
         neural = load_shipped(base, target, **kw)
+    elif is_drafter_dir(base):
+        kw.pop("path", None)
+        neural = load_deepspec(base, target, **kw)
     else:
         kw.pop("path", None)
         neural = load_card(base, target, **kw)

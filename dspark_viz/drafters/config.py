@@ -3,8 +3,8 @@
 Legend: γ block size, d hidden size, r sequential-head rank, V_d draft vocabulary size.
 """
 from __future__ import annotations
-from dataclasses import asdict, dataclass, fields
 
+from dataclasses import asdict, dataclass, fields
 
 ALGOS = ("dspark", "dspark-rnn", "dflash", "eagle")
 

@@ -13,10 +13,10 @@ import torch
 import torch.nn as nn
 
 from ..fast import kernels
-from .config import DrafterConfig
 from ..sampling import probs_from_logits, sample
 from .backbone import ParallelBackbone
 from .base import Context, Draft, Drafter
+from .config import DrafterConfig
 from .heads import ConfidenceHead, make_head
 
 DIAG_TOPK = 8

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from .config import DrafterConfig
 from ..sampling import probs_from_logits, sample
 from .backbone import DraftLayer, RMSNorm, rope_cos_sin
+from .config import DrafterConfig
 from .dspark import full_vocab_rows, register_draft_vocab, vocab_logits
 
 

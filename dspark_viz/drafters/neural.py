@@ -12,12 +12,13 @@ from pathlib import Path
 
 import torch
 
+from ..calibration import STSCalibration
 from ..fast import kernels
+from ..settings import assets
 from .config import DrafterConfig
+from .deepspec_config import calibration_file, is_drafter_dir
 from .dspark import DSparkModel, NeuralDrafter
 from .eagle import EagleModel
-from ..settings import assets
-from ..calibration import STSCalibration
 
 FORMAT = "dspark_viz-drafter/1"
 SHIPPED = {"dspark": "dspark_markov", "dspark-rnn": "dspark_rnn", "dflash": "dflash", "eagle": "eagle"}
@@ -132,6 +133,8 @@ def calibration_path(name: str) -> Path:
     drafter given as its card (FILE.json → FILE.sts.json)."""
     if is_card_path(name):
         return Path(name).with_suffix(".sts.json")
+    if is_drafter_dir(name):                                           # a DeepSpec folder DIR → DIR.sts.json
+        return calibration_file(name)
     return ASSETS / f"{SHIPPED.get(name, name)}.sts.json"
 
 

@@ -14,6 +14,7 @@ computed beyond float summation order: the exactness tests run on this path.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
 import torch
@@ -27,14 +28,33 @@ class FastPaths(NamedTuple):
     layers: str        # "lean" or "stock"
 
 
+LLAMA_FAMILY = ("llama", "mistral")    # the model types whose layers lean.py and attention.py were written for
+
+
 def install(model, device: torch.device, dtype: torch.dtype) -> FastPaths:
-    """Put the few-token path in place where it applies (CPU, fp32 / bf16) and say what was installed."""
+    """Put the few-token path in place where it applies (CPU, fp32 / bf16, a Llama-family model) and say what
+    was installed. Other models (e.g. Qwen3, whose attention normalises q and k per head) keep transformers'
+    stock forwards: the kernels, the packed attention and the fused layers are written and checked for
+    Llama-family layers only."""
+    if getattr(model.config, "model_type", None) not in LLAMA_FAMILY:
+        return FastPaths("stock", getattr(model.config, "_attn_implementation", "sdpa"), "stock")
     matmul = _fast_matmuls(model, device, dtype)
     attn = "packed-gqa" if device.type == "cpu" and attention.install(model) \
         else getattr(model.config, "_attn_implementation", "sdpa")
     layers = "lean" if (matmul == "skinny-kernel" and attn == "packed-gqa"
                         and lean.install(model, kernels.load())) else "stock"
     return FastPaths(matmul, attn, layers)
+
+
+@contextlib.contextmanager
+def stock_path(model, on: bool = True):
+    """Inside the block (when ``on``), ``model`` runs torch's and transformers' own few-token forwards."""
+    with contextlib.ExitStack() as stack:
+        if on:
+            stack.enter_context(kernels.stock_linears(model))
+            stack.enter_context(attention.stock_attention(model))
+            stack.enter_context(lean.stock_layers(model))
+        yield model
 
 
 SKINNY_MAX = 8      # fallback when the kernel is unavailable: 2…8-token forwards take W·xᵀ for the LM head

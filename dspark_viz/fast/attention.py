@@ -18,6 +18,7 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
+
 from ..settings import switch
 
 NAME = "dspark_packed_sdpa"

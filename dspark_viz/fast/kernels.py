@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from ..settings import cache_dir, switch
 
 MIN_ROWS, MAX_ROWS = 2, 8          # forwards with this many tokens take the kernel
@@ -66,6 +67,12 @@ def _why_not() -> str | None:
     return None
 
 
+def source_hash() -> str:
+    """A hash of the native sources (a new kernel re-measures the per-size choice, fast/tune.py)."""
+    code = "".join(f.read_text(encoding="utf-8") for f in sorted(SOURCE.parent.glob("*.[ch]*")))
+    return hashlib.sha256(code.encode()).hexdigest()[:12]
+
+
 @functools.lru_cache(maxsize=1)
 def load(verbose: bool = False) -> Any | None:
     """The compiled extension (built once into the cache), or None with a warning saying why not."""
@@ -90,7 +97,8 @@ def load(verbose: bool = False) -> Any | None:
 
         t0 = time.perf_counter()
         mod = load_ext(name="dspark_skinny_linear", sources=[str(SOURCE)], build_directory=str(build),
-                       extra_cflags=["-O3", "-mavx2", "-mfma"], verbose=verbose)
+                       extra_cflags=["-O3", "-mavx2", "-mfma", "-fopenmp"],
+                       extra_ldflags=["-fopenmp"], verbose=verbose)
         mod.build_seconds = time.perf_counter() - t0
         return mod
     except Exception as e:                              # no compiler, no ninja, a build error …

@@ -27,8 +27,8 @@ import contextlib
 
 import torch
 
-from . import attention, kernels
 from ..settings import switch
+from . import attention, kernels
 
 LAYER_CLASSES = ("LlamaDecoderLayer", "MistralDecoderLayer")
 
@@ -87,7 +87,7 @@ def _lean_forward(layer, ext):
                        and at.q_proj.weight.shape[1] % 8 == 0 and mlp.gate_proj.weight.shape[0] % 8 == 0
                        and eps2 is not None and type(act).__name__ == "SiLUActivation")}
     from transformers import DynamicCache
-    from transformers.models.llama.modeling_llama import rotate_half    # Mistral's is the same function
+    from transformers.models.llama.modeling_llama import rotate_half  # Mistral's is the same function
 
     def lin(x: torch.Tensor, m: torch.nn.Linear) -> torch.Tensor:
         return kernels.linear(ext, x, m.weight)

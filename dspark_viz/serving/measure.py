@@ -4,14 +4,17 @@ Legend: B tokens per forward, SPS(B) steps per second. Timing is round-robin ove
 of a shared machine spreads over every size instead of denting one.
 """
 from __future__ import annotations
+
 import statistics
 import time
 from typing import TYPE_CHECKING, Sequence
+
 import numpy as np
 
-from .profile import SPSProfile
 from ..drafters import load_drafter, speed_only
 from ..drafters.base import Context
+from .profile import SPSProfile
+
 if TYPE_CHECKING:  # pragma: no cover
     pass
 

@@ -12,13 +12,17 @@ profiles ship in ``assets/profiles`` (``dspark-viz profile`` writes them; servin
 This module is a leaf: the policies read it, and it reads nothing of the package but the settings.
 """
 from __future__ import annotations
+
 import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
+
 import numpy as np
+
 from ..settings import assets
+
 if TYPE_CHECKING:  # pragma: no cover
     pass
 

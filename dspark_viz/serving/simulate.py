@@ -14,14 +14,16 @@ and verifies only drafts that will be accepted. What it cannot reach no schedule
 and the gap between it and HardwareAware bounds what better confidences could buy.
 """
 from __future__ import annotations
+
 import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
+
 import numpy as np
 
+from ..scheduler import Policy, StaticThreshold, make_policy
 from .profile import SPSProfile
-from ..scheduler import Policy, make_policy
-from ..scheduler import StaticThreshold
+
 if TYPE_CHECKING:  # pragma: no cover
     from ..scheduler import Policy
     from ..trace import Trace

@@ -1,5 +1,6 @@
 """Training settings of a drafter (frozen dataclass; the loss weights and decay follow DESIGN.md)."""
 from __future__ import annotations
+
 from dataclasses import dataclass
 
 

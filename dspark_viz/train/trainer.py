@@ -21,10 +21,9 @@ import torch
 from tqdm import tqdm
 
 from ..drafters.config import DrafterConfig
+from ..drafters.neural import build_model, init_from_target, load_drafter_file, save_drafter
 from .config import TrainConfig
-from ..drafters.neural import build_model, init_from_target, save_drafter
 from .losses import drafter_loss, position_weights, target_probs, valid_prefix
-from ..drafters.neural import load_drafter_file
 
 
 class FeatureStore:

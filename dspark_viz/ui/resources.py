@@ -20,7 +20,7 @@ import numpy as np
 
 from ..calibration import calibration_report, fit_sts, rollouts_from_traces
 from ..drafters import load_drafter
-from ..model.target import load_target
+from ..machine import load_target
 from ..serving.profile import SPSProfile, gpu_like, jagged, named_profile
 from ..settings import assets
 from ..synthetic import synthetic_traces

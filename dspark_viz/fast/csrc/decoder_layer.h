@@ -230,22 +230,26 @@ torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch
   const int64_t M = x.size(1), d = x.size(2), H = q.size(1), Dh = q.size(3), Hk = K.size(1), S = K.size(2);
   const int64_t rep = H / Hk, past = S - M, F = Wg.size(0);
   const int64_t R = rep * M;                                  // query rows per kv head
-  std::vector<float> qf(H * M * Dh), kf(S * Dh), vf(S * Dh), sc(S), orow(Dh), o(M * H * Dh);
+  std::vector<float> qf(H * M * Dh), o(M * H * Dh);
   widen_into(q.data_ptr<T>(), qf.data(), H * M * Dh);         // (H, M, Dh): a kv head's R query rows adjacent
   const T* Kp = K.data_ptr<T>();
   const T* Vp = V.data_ptr<T>();
   const float scf = static_cast<float>(scale);
-  for (int64_t g = 0; g < Hk; ++g) {                          // keys and values widened once per kv head
-    widen_into(Kp + g * S * Dh, kf.data(), S * Dh);
-    widen_into(Vp + g * S * Dh, vf.data(), S * Dh);
-    for (int64_t r = 0; r < R; ++r) {                         // row r: head g·rep + r / M, query r % M
-      const int64_t hd = g * rep + r / M, m = r % M, n = past + m + 1;    // causal: keys 0 … past + m
-      scores(qf.data() + (hd * M + m) * Dh, kf.data(), Dh, n, scf, sc.data());
-      softmax_pv(sc.data(), vf.data(), Dh, n, orow.data());
-      float* dst = o.data() + m * H * Dh + hd * Dh;            // (M, H·Dh): heads side by side
-      for (int64_t j = 0; j < Dh; j += 8) _mm256_storeu_ps(dst + j, round8<T>(_mm256_loadu_ps(orow.data() + j)));
+  // kv heads split across torch's intra-op threads; each writes its own heads' columns of o
+  at::parallel_for(0, Hk, 1, [&](int64_t g0, int64_t g1) {
+    std::vector<float> kf(S * Dh), vf(S * Dh), sc(S), orow(Dh);
+    for (int64_t g = g0; g < g1; ++g) {                       // keys and values widened once per kv head
+      widen_into(Kp + g * S * Dh, kf.data(), S * Dh);
+      widen_into(Vp + g * S * Dh, vf.data(), S * Dh);
+      for (int64_t r = 0; r < R; ++r) {                       // row r: head g·rep + r / M, query r % M
+        const int64_t hd = g * rep + r / M, m = r % M, n = past + m + 1;  // causal: keys 0 … past + m
+        scores(qf.data() + (hd * M + m) * Dh, kf.data(), Dh, n, scf, sc.data());
+        softmax_pv(sc.data(), vf.data(), Dh, n, orow.data());
+        float* dst = o.data() + m * H * Dh + hd * Dh;          // (M, H·Dh): heads side by side
+        for (int64_t j = 0; j < Dh; j += 8) _mm256_storeu_ps(dst + j, round8<T>(_mm256_loadu_ps(orow.data() + j)));
+      }
     }
-  }
+  });
   std::vector<float> xf(M * d), y(M * d), h(M * d), gt(M * F), up(M * F);
   widen_into(x.data_ptr<T>(), xf.data(), M * d);
   matmul<T>(o.data(), Wo.data_ptr<T>(), y.data(), M, H * Dh, d);

@@ -1,13 +1,13 @@
 // y = x · Wᵀ for a few rows of x (fp32 or bf16, CPU, AVX2 + FMA): the verification forward's matmuls.
 //
 // A decode step on a small model is bound by streaming the weights from memory. BLAS libraries pick
-// kernels tuned for large M; with 2–8 rows (the tokens a speculative round verifies) they ran 1.5–2.5×
-// slower than one row on this CPU. Here each weight row is read from memory once and multiplied into
+// kernels tuned for large M; with 2–8 rows (the tokens a speculative round verifies) they can run
+// slower than one row. Here each weight row is read from memory once and multiplied into
 // every row of x from registers (tiles of a few weight rows × up to 4 rows of x), so 2–4 rows cost what
 // one row costs and 8 rows about 1.6× that.
 //
-// Shapes: x (M, I) contiguous, W (O, I) contiguous → y (M, O). at::parallel_for would split the rows of W
-// across threads in an OpenMP build; kernels.py builds without -fopenmp, so it runs on the calling thread.
+// Shapes: x (M, I) contiguous, W (O, I) contiguous → y (M, O). at::parallel_for splits the rows of W across
+// torch's intra-op threads (built with -fopenmp, it shares torch's own OpenMP runtime and thread count).
 // float32: fp32 products and sums. bfloat16: W is read as bf16 (half the bytes) and widened to fp32 in
 // registers, x is widened once, sums are fp32 and y is rounded to bf16 (nearest even) — the semantics
 // of a bf16 GEMM with fp32 accumulation, in another summation order.
@@ -38,7 +38,16 @@ torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
 torch::Tensor skinny_linear(torch::Tensor x, torch::Tensor W) { return product(x, W, false); }
 torch::Tensor skinny_linear_rows(torch::Tensor x, torch::Tensor W) { return product(x, W, true); }
 
+// Which fp32 variant runs: "avx512" (16-lane rows, where the CPU has AVX-512F) or "avx2".
+std::string isa() { return use_avx512() ? "avx512" : "avx2"; }
+void set_isa(const std::string& name) {
+  TORCH_CHECK(name == "avx2" || name == "avx512", "set_isa: avx2 or avx512");
+  isa_choice() = name == "avx512" ? 1 : 0;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("isa", &isa, "the fp32 kernel variant in use: avx512 where the CPU has it, else avx2");
+  m.def("set_isa", &set_isa, "choose the fp32 kernel variant (avx2 or avx512; avx512 falls back to avx2 without it)");
   m.def("skinny_linear", &skinny_linear, "y = x·Wᵀ for 1..8 rows of x (fp32 or bf16, AVX2)");
   m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B: bf16 otherwise takes tiles)");
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");

@@ -1,0 +1,160 @@
+"""The machine decides: for each few-token size and dtype, the fast path or torch's stock path, whichever
+this machine runs faster — measured once, kept in the cache with a fingerprint of the machine.
+
+Legend: n tokens in one target forward (1 … 8: the anchor plus up to 7 drafts), ms median milliseconds.
+
+Paths: ``fast`` (the project's few-token path, fp32 kernel in AVX-512 where the CPU has it), ``fast-avx2``
+(the same with the AVX2 kernel; measured only where AVX-512 exists) and ``stock`` (torch / transformers).
+A choice file (``$DSPARK_CACHE/tune/<fingerprint>.json``) holds, per dtype, the median forward time of
+each size on each path and the path each size takes, plus (written by
+``dspark_viz.machine``) the default CPU dtype. It is re-measured when the fingerprint changes: another
+CPU model or instruction set, another thread count, another torch, another kernel source.
+``DSPARK_TUNE=0`` skips measuring: every size takes the fast path and fp32 is the default.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from ..settings import cache_dir, switch
+from . import kernels, stock_path
+
+SIZES = tuple(range(1, kernels.MAX_ROWS + 1))
+FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+
+
+def cpu_model_and_flags() -> tuple[str, list[str]]:
+    """The CPU's model name and which of the instruction sets that matter here it has (Linux /proc/cpuinfo)."""
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and name in ("", platform.machine(), platform.processor()):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    return name, [f for f in FLAGS if f in flags]
+
+
+def fingerprint() -> dict:
+    """What the choice depends on: the CPU, its instruction sets, the thread count, torch, the kernel source."""
+    cpu, flags = cpu_model_and_flags()
+    return {"cpu": cpu, "flags": flags, "threads": torch.get_num_threads(), "torch": torch.__version__,
+            "kernel": kernels.source_hash(), "fast_path": {k: switch(k) for k in
+                                                            ("DSPARK_SKINNY", "DSPARK_PACKED_GQA",
+                                                             "DSPARK_LEAN_LAYERS", "DSPARK_FUSED_LAYERS")}}
+
+
+def choice_path(fp: dict | None = None) -> Path:
+    key = hashlib.sha256(json.dumps(fp or fingerprint(), sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / "tune" / f"{key}.json"
+
+
+def enabled() -> bool:
+    return os.environ.get("DSPARK_TUNE", "1").strip() != "0"
+
+
+def read_choice(fp: dict | None = None) -> dict:
+    """The kept choice for this machine ({} when none, or when the file is unreadable)."""
+    p = choice_path(fp)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) and d.get("fingerprint") == (fp or fingerprint()) else {}
+
+
+def write_choice(update: dict) -> Path:
+    """Merge ``update`` into this machine's choice file (atomic replace)."""
+    fp = fingerprint()
+    d = read_choice(fp) or {"fingerprint": fp}
+    for k, v in update.items():
+        d[k] = {**d.get(k, {}), **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
+    p = choice_path(fp)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(d, indent=1), encoding="utf-8")
+    tmp.replace(p)
+    return p
+
+
+def paths_here(dtype: torch.dtype) -> tuple[str, ...]:
+    """The paths worth timing for ``dtype`` on this CPU."""
+    ext = kernels.load()
+    avx512 = ext is not None and hasattr(ext, "isa") and ext.isa() == "avx512"
+    return ("fast", "fast-avx2", "stock") if avx512 and dtype == torch.float32 else ("fast", "stock")
+
+
+def time_sizes(target, sizes=SIZES, repeats: int = 7, ctx_len: int = 128) -> dict[int, dict[str, float]]:
+    """Median ms of an n-token forward after a ctx_len cache on each path, interleaved (order alternating)."""
+    ids = (target.encode("The quick brown fox jumps over the lazy dog. ") * ctx_len)[:ctx_len]
+    cache, _ = target.prefill(ids)
+    paths = paths_here(target.dtype)
+    times: dict[int, dict[str, list[float]]] = {n: {p: [] for p in paths} for n in sizes}
+    x = {n: torch.tensor([ids[-n:]]) for n in sizes}                                   # (1, n)
+    for rep in range(repeats + 1):                                                     # first pass: warm-up
+        for n in sizes:
+            for path in paths if rep % 2 == 0 else tuple(reversed(paths)):
+                with run_on(target.model, path):
+                    t0 = time.perf_counter()
+                    target.forward(x[n], cache, choose_path=False)
+                    dt = time.perf_counter() - t0
+                target.crop(cache, ctx_len - 1)
+                if rep:
+                    times[n][path].append(dt * 1e3)
+    return {n: {p: statistics.median(v) for p, v in t.items()} for n, t in times.items()}
+
+
+@contextlib.contextmanager
+def run_on(model, path: str):
+    """Inside the block, ``model``'s few-token forwards take ``path`` (fast / fast-avx2 / stock)."""
+    ext = kernels.load() if path == "fast-avx2" else None
+    if ext is not None and hasattr(ext, "set_isa"):
+        ext.set_isa("avx2")
+    try:
+        with stock_path(model, path == "stock"):
+            yield model
+    finally:
+        if ext is not None and hasattr(ext, "set_isa"):
+            ext.set_isa("avx512")
+
+
+def best_paths(times: dict[int, dict[str, float]]) -> dict[int, str]:
+    """Per size, the path that ran fastest (ties go to the first-listed, the project's own path)."""
+    return {n: min(t, key=lambda p: (t[p], list(t).index(p))) for n, t in times.items()}
+
+
+def dtype_key(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def paths_for(target, measure: bool = True, force: bool = False) -> tuple[dict[int, str], str]:
+    """({size: path}, where the choice came from) for this target's dtype on this machine."""
+    key = dtype_key(target.dtype)
+    kept = read_choice().get("sizes", {}).get(key)
+    if kept is not None and not force:
+        return {int(n): p for n, p in kept["path"].items()}, "measured on this machine"
+    if not enabled() or not (measure or force):
+        return {}, "not measured (DSPARK_TUNE=0)" if not enabled() else "not measured"
+    times = time_sizes(target)
+    chosen = best_paths(times)
+    write_choice({"sizes": {key: {"path": {str(n): p for n, p in chosen.items()},
+                                  "ms": {str(n): t for n, t in times.items()},
+                                  "when": time.strftime("%Y-%m-%d %H:%M")}}})
+    return chosen, "measured now"
+
+
+def kept_default_dtype() -> str | None:
+    """The default CPU dtype chosen on this machine ("float32" / "bfloat16"), or None if not chosen yet."""
+    return read_choice().get("default_dtype")

@@ -1,0 +1,80 @@
+"""The machine decides the CPU dtype: the one whose speculative decode ran faster here, measured once.
+
+Legend: T temperature, tok/s committed tokens per second of one request.
+
+``choose_default_dtype()`` loads the target at fp32 and at bf16 (each choosing its own per-size paths,
+fast/tune.py), decodes the same short prompts with the shipped DSpark drafter and the hardware-aware
+scheduler at T = 0 on both, interleaved, and keeps the faster dtype in this machine's choice file.
+``load_target()`` is the public entry point: on a CPU with no dtype given it makes that choice first
+(once per machine fingerprint) and loads the target at it. ``DSPARK_TUNE=0`` skips every measurement.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+from .decode import speculative_generate
+from .drafters import load_drafter
+from .fast import tune
+from .model import target as model_target
+from .prompts import load_prompts
+from .scheduler import HardwareAware
+from .serving.profile import profile_for
+from .settings import assets
+
+DTYPES = ("float32", "bfloat16")
+
+
+def _prompts(n_per_domain: int = 1) -> list[str]:
+    recs, seen, out = load_prompts(assets("prompts", "eval.jsonl")), {}, []
+    for r in recs:
+        d = r.get("domain", "mixed")
+        if seen.get(d, 0) < n_per_domain:
+            out.append(r["turns"][0])
+            seen[d] = seen.get(d, 0) + 1
+    return out
+
+
+def time_decodes(targets: dict, prompts: list[str], max_new_tokens: int = 48, repeats: int = 2) -> dict[str, float]:
+    """Median tok/s of DSpark + HardwareAware decodes per target, the dtypes interleaved prompt by prompt."""
+    drafters = {k: load_drafter("dspark", t) for k, t in targets.items()}
+    speed: dict[str, list[float]] = {k: [] for k in targets}
+    for rep in range(repeats + 1):                                   # the first pass warms up
+        for i, p in enumerate(prompts):
+            order = list(targets) if (i + rep) % 2 == 0 else list(reversed(targets))
+            for k in order:
+                t = targets[k]
+                t0 = time.perf_counter()
+                tr = speculative_generate(t, drafters[k], p, policy=HardwareAware(), sps=profile_for(t),
+                                          max_new_tokens=max_new_tokens, temperature=0.0)
+                if rep:
+                    speed[k].append(tr.n_generated / max(time.perf_counter() - t0, 1e-9))
+    return {k: statistics.median(v) for k, v in speed.items()}
+
+
+def choose_default_dtype(force: bool = False, log=None) -> str:
+    """The default CPU dtype of this machine ("float32" / "bfloat16"): kept, or measured now (on the embedded
+    target, with the shipped drafter) and kept."""
+    kept = tune.kept_default_dtype()
+    if kept and not force:
+        return kept
+    if not tune.enabled():
+        return "float32"
+    if log:
+        log("choosing this machine's CPU dtype: timing fp32 and bf16 speculative decodes (once)")
+    targets = {dt: model_target.load_target(None, device="cpu", dtype=dt) for dt in DTYPES}   # embedded target
+    speed = time_decodes(targets, _prompts())
+    best = max(speed, key=speed.get)
+    tune.write_choice({"default_dtype": best, "decode_tok_s": speed,
+                       "decode_when": time.strftime("%Y-%m-%d %H:%M")})
+    if log:
+        log("  " + ", ".join(f"{k}: {v:.1f} tok/s" for k, v in speed.items()) + f" → default {best}")
+    return best
+
+
+def load_target(path=None, device: str | None = None, dtype=None, **kw):
+    """``model.target.load_target``, with the CPU dtype this machine chose when none is given."""
+    device = device or model_target.default_device()
+    if dtype is None and str(device).startswith("cpu"):
+        dtype = choose_default_dtype()
+    return model_target.load_target(path, device=device, dtype=dtype, **kw)

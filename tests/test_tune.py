@@ -1,0 +1,81 @@
+"""The machine decides: per-size path choice and default dtype, kept per machine fingerprint."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dspark_viz import machine
+from dspark_viz.fast import tune
+from dspark_viz.model import target as model_target
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSPARK_CACHE", str(tmp_path))
+    monkeypatch.setenv("DSPARK_TUNE", "1")
+    return tmp_path
+
+
+def test_fingerprint_names_cpu_threads_torch_and_kernel():
+    fp = tune.fingerprint()
+    assert fp["cpu"] and fp["threads"] == torch.get_num_threads() and fp["torch"] == torch.__version__
+    assert set(fp["flags"]) <= set(tune.FLAGS) and len(fp["kernel"]) == 12
+
+
+def test_choice_file_is_per_fingerprint(fresh_cache, monkeypatch):
+    tune.write_choice({"default_dtype": "bfloat16", "sizes": {"float32": {"path": {"1": "stock"}}}})
+    tune.write_choice({"sizes": {"bfloat16": {"path": {}}}})                    # merged, not replaced
+    d = tune.read_choice()
+    assert d["default_dtype"] == "bfloat16" and set(d["sizes"]) == {"float32", "bfloat16"}
+    assert tune.kept_default_dtype() == "bfloat16"
+    assert model_target._dtype(None, "cpu") == torch.bfloat16                   # the CPU default follows it
+    assert model_target._dtype(None, "cuda") == torch.bfloat16
+    n = torch.get_num_threads()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: n + 1)                # another thread count …
+    assert tune.read_choice() == {} and tune.kept_default_dtype() is None       # … is another machine
+    assert model_target._dtype(None, "cpu") == torch.float32
+
+
+def test_a_corrupt_choice_file_is_ignored(fresh_cache):
+    p = tune.choice_path()
+    p.parent.mkdir(parents=True)
+    p.write_text("{not json")
+    assert tune.read_choice() == {}
+
+
+def test_each_size_takes_its_fastest_path_ties_to_our_own():
+    times = {1: {"fast": 5.0, "stock": 4.0}, 2: {"fast": 5.0, "stock": 9.0}, 3: {"fast": 5.0, "stock": 5.0},
+             4: {"fast": 5.0, "fast-avx2": 4.5, "stock": 6.0}}
+    assert tune.best_paths(times) == {1: "stock", 2: "fast", 3: "fast", 4: "fast-avx2"}
+
+
+def test_tune_off_measures_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("DSPARK_CACHE", str(tmp_path))
+    monkeypatch.setenv("DSPARK_TUNE", "0")
+    assert machine.choose_default_dtype() == "float32"
+    assert not (tmp_path / "tune").exists()
+
+
+@pytest.mark.slow
+def test_paths_are_measured_once_and_taken(real_target, fresh_cache):
+    t = real_target
+    t.choose_paths()
+    kept = tune.read_choice()["sizes"]["float32"]
+    assert set(map(int, kept["ms"])) == set(tune.SIZES) == set(map(int, kept["path"]))
+    assert all(v["fast"] > 0 and v["stock"] > 0 for v in kept["ms"].values())
+    assert t.size_paths == {int(n): p for n, p in kept["path"].items()} and "measured now" in t.path_choice
+    t.choose_paths()
+    assert "measured on this machine" in t.path_choice
+    # a size forced onto the stock path computes the same logits as the fast path, up to summation order
+    ids = t.chat_ids("Count to five.")
+    cache_a, out_a = t.prefill(ids)
+    t.size_paths = {n: "stock" for n in tune.SIZES}
+    cache_b, out_b = t.prefill(ids)
+    x = torch.tensor([ids[-4:]])
+    la = t.forward(x, cache_a, choose_path=False).logits
+    lb = t.forward(x, cache_b).logits
+    t.size_paths = {}
+    assert float((la - lb).abs().max()) < 1e-3 * float(la.abs().max())
+    json.dumps(tune.read_choice())                                              # the file stays plain JSON

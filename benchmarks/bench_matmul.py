@@ -4,11 +4,11 @@
     python benchmarks/bench_matmul.py [--what matmul|attention|layers|kernel|fused] [--dtype fp32|bf16] [--threads 1]
                                       [--repeats 9] [--json OUT.json]
 
-``--what matmul`` (default): stock torch matmuls vs the few-row kernel (dspark_viz/kernels.py);
-``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/attention.py);
-``--what layers``: transformers' decoder-layer forward vs the lean one (dspark_viz/lean.py);
+``--what matmul`` (default): stock torch matmuls vs the few-row kernel (dspark_viz/fast/kernels.py);
+``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/fast/attention.py);
+``--what layers``: transformers' decoder-layer forward vs the lean one (dspark_viz/fast/lean.py);
 ``--what kernel``: the kernel's row layout vs its register tiles (bf16; fp32 runs rows in both columns);
-``--what fused``: the lean Python layer forward vs the fused native one (csrc/decoder_layer.h, lean.unfused).
+``--what fused``: the lean Python layer forward vs the fused native one (fast/csrc/decoder_layer.h, lean.unfused).
 
 Prints the median ms per forward for each path, their ratio, the cost of n tokens relative to one token
 (what the scheduler's SPS profile sees), and the largest logit difference between the two paths.

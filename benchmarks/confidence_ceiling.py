@@ -12,7 +12,7 @@ is computed for
   - the oracle: Π c*_i itself — the best any score that knows the chance but not the draw can do,
   - the draft distribution's own peak: Π max_v p_d,i(v), a score that needs no training at all.
 This is in-distribution (the training data's prompts and T = 0.7 answers); the rollout AUROC of
-docs/results.md is out of sample (../shared/bench, T = 1) and lower.
+docs/results.md is out of sample (the benchmark prompt folder, T = 1) and lower.
 
 Then the serving question: what would HardwareAware gain with a perfect head? Each held-out block is
 replayed as a round whose outcome m is drawn from its chances (slot k survives with probability c*_k,
@@ -69,7 +69,7 @@ def ceiling(ch: dict[str, np.ndarray]) -> dict[str, list[float]]:
 
 def replay_traces(scores: np.ndarray, m: np.ndarray, per_trace: int = 32) -> list:
     """Rounds (scores (N, γ) as calibrated confidences, outcomes m (N,)) → Traces of ``per_trace`` rounds,
-    recorded as full-block verification, for engine.simulate."""
+    recorded as full-block verification, for serving.simulate.simulate."""
     from dspark_viz.trace import DraftToken, Round, Trace
 
     g = scores.shape[1]

@@ -134,13 +134,13 @@ def simulation_markdown() -> list[str]:
     lines = ["## Serving simulation (trace-driven)", "",
              "`python benchmarks/results.py --simulate --write-only`: R concurrent requests replay the recorded "
              "rounds of the drafter below (acceptance outcomes from real traces, confidences through the shipped "
-             "STS); each policy picks the verification lengths; a step takes 1/SPS(B). Bars (issue 4): on the "
-             "GPU-like profile HardwareAware ≥ 1.50 × FixedLength(1) throughput at the SLA and ≥ 1.60 × per-user "
-             "speed at matched throughput; on every profile HardwareAware ≥ 0.98 × the best fixed length at every R. "
+             "STS); each policy picks the verification lengths; a step takes 1/SPS(B). Read against the paper's claims: on a "
+             "GPU-like profile HardwareAware well above FixedLength(1) in throughput at the SLA and in per-user "
+             "speed at matched throughput, and close to the best fixed length at every R. "
              "HardwareAware is Algorithm 1 exactly; \"stale floor\" (beyond the paper, `hardware-aware+floor`) "
              "admits the first K sorted candidates unconditionally, K sized on the batch two steps old as in "
              "AsyncGlobal, then applies the early stop (lossless by the same argument; tests/test_scheduler.py). "
-             "The oracle is a yardstick, not a policy (`OracleReference` in dspark_viz/engine.py): it reads each "
+             "The oracle is a yardstick, not a policy (`OracleReference` in dspark_viz/serving/simulate.py): it reads each "
              "round's recorded outcome and verifies only drafts that will be accepted, so what it cannot reach no "
              "scheduler can on these drafts; the gap between it and HardwareAware bounds what better confidences "
              "could buy (a perfect head buys part of it: see the ceiling section above).",

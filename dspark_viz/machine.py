@@ -11,6 +11,7 @@ scheduler at T = 0 on both, interleaved, and keeps the faster dtype in this mach
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 from .decode import speculative_generate
@@ -76,5 +77,5 @@ def load_target(path=None, device: str | None = None, dtype=None, **kw):
     """``model.target.load_target``, with the CPU dtype this machine chose when none is given."""
     device = device or model_target.default_device()
     if dtype is None and str(device).startswith("cpu"):
-        dtype = choose_default_dtype()
+        dtype = choose_default_dtype(log=lambda s: print(f"dspark_viz: {s}", file=sys.stderr, flush=True))
     return model_target.load_target(path, device=device, dtype=dtype, **kw)

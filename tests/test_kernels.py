@@ -17,9 +17,17 @@ def ext():
     return mod
 
 
+@pytest.fixture(params=["avx2", "avx512"])
+def isa(request, ext):
+    """Each fp32 variant in turn (avx512 runs the AVX2 code on a CPU without AVX-512F)."""
+    ext.set_isa(request.param)
+    yield request.param
+    ext.set_isa("avx512")
+
+
 @pytest.mark.parametrize("rows", range(1, 9))
 @pytest.mark.parametrize("inner,outer", [(576, 1536), (1536, 576), (13, 7), (8, 1), (100, 65)])
-def test_matches_stock_product(ext, rows, inner, outer):
+def test_matches_stock_product(ext, isa, rows, inner, outer):
     g = torch.Generator().manual_seed(rows * 1000 + inner)
     x = torch.randn(rows, inner, generator=g)                    # (M, I)
     w = torch.randn(outer, inner, generator=g)                   # (O, I)
@@ -30,9 +38,33 @@ def test_matches_stock_product(ext, rows, inner, outer):
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5 * inner ** 0.5 * 4)
 
 
+def test_isa_names_the_variant_in_use(ext):
+    ext.set_isa("avx2")
+    assert ext.isa() == "avx2"
+    ext.set_isa("avx512")
+    assert ext.isa() in ("avx512+bf16", "avx512", "avx2")        # what this CPU has
+    with pytest.raises(RuntimeError, match="avx2 or avx512"):
+        ext.set_isa("sse")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_split_rows_without_changing_results(ext, threads):
+    """Rows of W split across torch's threads: every output is the same sum, whatever the split."""
+    g = torch.Generator().manual_seed(7)
+    x, w = torch.randn(4, 576, generator=g), torch.randn(1536, 576, generator=g)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = ext.skinny_linear(x, w)
+        torch.set_num_threads(threads)
+        assert torch.equal(ext.skinny_linear(x, w), one)
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("rows", [1, 2, 3, 5, 8])
 @pytest.mark.parametrize("inner,outer", [(576, 1536), (13, 7), (100, 65)])
-def test_bf16_matches_fp32_sums_rounded_once(ext, rows, inner, outer):
+def test_bf16_matches_fp32_sums_rounded_once(ext, isa, rows, inner, outer):
     """bf16: W widened exactly, fp32 sums, one rounding to bf16 — so y equals the fp32 product of the same
     bf16 values rounded to bf16, up to the fp32 summation order (at most one bf16 step apart)."""
     g = torch.Generator().manual_seed(7 * rows + inner)

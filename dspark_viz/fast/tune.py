@@ -3,8 +3,9 @@ this machine runs faster — measured once, kept in the cache with a fingerprint
 
 Legend: n tokens in one target forward (1 … 8: the anchor plus up to 7 drafts), ms median milliseconds.
 
-Paths: ``fast`` (the project's few-token path, fp32 kernel in AVX-512 where the CPU has it), ``fast-avx2``
-(the same with the AVX2 kernel; measured only where AVX-512 exists) and ``stock`` (torch / transformers).
+Paths: ``fast`` (the project's few-token path; its kernel in AVX-512 where the CPU has it: fp32 in 16-lane
+rows, bf16 by vdpbf16ps with AVX512-BF16), ``fast-avx2`` (the same with the AVX2 kernel; measured only where
+an AVX-512 variant exists) and ``stock`` (torch / transformers).
 A choice file (``$DSPARK_CACHE/tune/<fingerprint>.json``) holds, per dtype, the median forward time of
 each size on each path and the path each size takes, plus (written by
 ``dspark_viz.machine``) the default CPU dtype. It is re-measured when the fingerprint changes: another
@@ -92,8 +93,9 @@ def write_choice(update: dict) -> Path:
 def paths_here(dtype: torch.dtype) -> tuple[str, ...]:
     """The paths worth timing for ``dtype`` on this CPU."""
     ext = kernels.load()
-    avx512 = ext is not None and hasattr(ext, "isa") and ext.isa() == "avx512"
-    return ("fast", "fast-avx2", "stock") if avx512 and dtype == torch.float32 else ("fast", "stock")
+    isa = ext.isa() if ext is not None and hasattr(ext, "isa") else "avx2"
+    wider = isa == "avx512+bf16" or (isa == "avx512" and dtype == torch.float32)   # an AVX-512 variant applies
+    return ("fast", "fast-avx2", "stock") if wider else ("fast", "stock")
 
 
 def time_sizes(target, sizes=SIZES, repeats: int = 7, ctx_len: int = 128) -> dict[int, dict[str, float]]:

@@ -193,7 +193,10 @@ class TargetModel:
             raise ValueError("the prompt is empty: type a question or an instruction")
         msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         if getattr(self.tokenizer, "chat_template", None):
-            ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True)
+            # enable_thinking=False: Qwen3's non-thinking mode, the mode DeepSpec's drafters were trained and
+            # evaluated in; templates without the switch (SmolLM2's) ignore it
+            ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True,
+                                                     enable_thinking=False)
             if hasattr(ids, "keys"):   # BatchEncoding in newer transformers
                 ids = ids["input_ids"]
             return list(ids)

@@ -258,7 +258,12 @@ def drafters_md(res: AppResources) -> str:
                      + ("" if getattr(d, "has_confidence", False) else " (no confidence)")
                      for n, d in res.drafters.items())
     miss = "; ".join(f"{md_escape(res.label(n))}: {md_escape(why)}" for n, why in res.missing.items())
-    return f"Drafters: {have}." + (f" Not available: {miss}." if miss else "")
+    line = f"Drafters: {have}." + (f" Not available: {miss}." if miss else "")
+    t = res.target
+    if t is not None:                       # what the live decode runs on: device, dtype, few-token paths
+        line += (f" Target: {md_escape(str(t.name))} on {t.device} in {str(t.dtype).replace('torch.', '')}"
+                 f" · few-token forwards: {md_escape(str(getattr(t, 'path_choice', 'stock path')))}.")
+    return line
 
 
 __all__ = ["AppResources", "CalibrationData", "DEFAULT_EXAMPLES", "DRAFTER_LABELS", "DRAFTER_ORDER", "Limits",

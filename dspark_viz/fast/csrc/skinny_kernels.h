@@ -6,7 +6,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace {
 
@@ -165,6 +167,56 @@ inline void stream512(const float* x, const float* W, float* y, int64_t M, int64
   }
 }
 
+// bf16 weights on a CPU with AVX512-BF16: vdpbf16ps multiplies 32 bf16 pairs of x and W and adds them into
+// 16 fp32 lanes in one instruction (products exact, fp32 sums), so the widening shifts of the AVX2 tiles go
+// away. x arrives as fp32 holding bf16 values (the forward's inputs are bf16) and is narrowed exactly.
+template <int M>
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) void dot_rows_bf16(const uint16_t* xb, const at::BFloat16* W,
+                                                                         at::BFloat16* y, int64_t I, int64_t O,
+                                                                         int64_t o0, int64_t o1) {
+  const int64_t Iv = I - I % 32;
+  for (int64_t o = o0; o < o1; ++o) {
+    const at::BFloat16* w = W + o * I;
+    __m512 acc[M];
+    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < Iv; i += 32) {
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(w + i));
+      for (int m = 0; m < M; ++m)
+        acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(xb + m * I + i)), wv);
+    }
+    for (int m = 0; m < M; ++m) {
+      float s = _mm512_reduce_add_ps(acc[m]);
+      for (int64_t i = Iv; i < I; ++i) {                                     // tail: I not a multiple of 32
+        uint32_t bits = static_cast<uint32_t>(xb[m * I + i]) << 16;
+        float xv;
+        std::memcpy(&xv, &bits, 4);
+        s += widen(w[i]) * xv;
+      }
+      put(y + m * O + o, s);
+    }
+  }
+}
+
+inline bool has_avx512_bf16() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512bf16");
+  return yes;
+}
+
+inline void dot_bf16(const uint16_t* xb, const at::BFloat16* W, at::BFloat16* y, int64_t M, int64_t I, int64_t O,
+                     int64_t o0, int64_t o1) {
+  switch (M) {
+    case 1: dot_rows_bf16<1>(xb, W, y, I, O, o0, o1); break;
+    case 2: dot_rows_bf16<2>(xb, W, y, I, O, o0, o1); break;
+    case 3: dot_rows_bf16<3>(xb, W, y, I, O, o0, o1); break;
+    case 4: dot_rows_bf16<4>(xb, W, y, I, O, o0, o1); break;
+    case 5: dot_rows_bf16<5>(xb, W, y, I, O, o0, o1); break;
+    case 6: dot_rows_bf16<6>(xb, W, y, I, O, o0, o1); break;
+    case 7: dot_rows_bf16<7>(xb, W, y, I, O, o0, o1); break;
+    default: dot_rows_bf16<8>(xb, W, y, I, O, o0, o1); break;
+  }
+}
+
 template <typename T>
 void stream(const float* x, const T* W, T* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
   switch (M) {
@@ -201,9 +253,18 @@ inline int& isa_choice() {                   // 0 = AVX2, 1 = AVX-512 where avai
   return v;
 }
 inline bool use_avx512() { return isa_choice() == 1 && has_avx512(); }
+inline bool use_bf16_dot() { return isa_choice() == 1 && has_avx512_bf16(); }
 
 template <typename T>
 inline void run(const float* xp, const T* wp, T* yp, int64_t M, int64_t I, int64_t O, bool row_layout) {
+  if constexpr (!std::is_same_v<T, float>) {
+    if (!row_layout && use_bf16_dot()) {                       // AVX512-BF16: x narrowed once, exactly
+      std::vector<uint16_t> xb(M * I);
+      for (int64_t i = 0; i < M * I; ++i) xb[i] = at::BFloat16(xp[i]).x;
+      at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) { dot_bf16(xb.data(), wp, yp, M, I, O, a, b); });
+      return;
+    }
+  }
   at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) {
     if constexpr (std::is_same_v<T, float>) {                                     // fp32: always rows
       if (use_avx512()) stream512(xp, wp, yp, M, I, O, a, b);

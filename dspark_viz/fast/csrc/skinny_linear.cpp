@@ -38,8 +38,9 @@ torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
 torch::Tensor skinny_linear(torch::Tensor x, torch::Tensor W) { return product(x, W, false); }
 torch::Tensor skinny_linear_rows(torch::Tensor x, torch::Tensor W) { return product(x, W, true); }
 
-// Which fp32 variant runs: "avx512" (16-lane rows, where the CPU has AVX-512F) or "avx2".
-std::string isa() { return use_avx512() ? "avx512" : "avx2"; }
+// Which variant runs: "avx512" (fp32 in 16-lane rows where the CPU has AVX-512F; bf16 by vdpbf16ps where it
+// also has AVX512-BF16, reported as "avx512+bf16") or "avx2".
+std::string isa() { return use_bf16_dot() ? "avx512+bf16" : use_avx512() ? "avx512" : "avx2"; }
 void set_isa(const std::string& name) {
   TORCH_CHECK(name == "avx2" || name == "avx512", "set_isa: avx2 or avx512");
   isa_choice() = name == "avx512" ? 1 : 0;

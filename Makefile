@@ -5,7 +5,7 @@ VPY     := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test model clean-cache
+.PHONY: setup demo test test-notebooks-stock model clean-cache
 
 setup: $(STAMP)
 
@@ -27,3 +27,7 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.
 
 test: model
 	GRADIO_ANALYTICS_ENABLED=False $(VPY) -m pytest -q $(NBVAL) tests notebooks $(PYTEST_ARGS)
+
+# The notebooks once more on torch's stock kernels (the CPU fast path off): other arithmetic, same checks.
+test-notebooks-stock: model
+	DSPARK_SKINNY=0 DSPARK_FUSED_LAYERS=0 GRADIO_ANALYTICS_ENABLED=False $(VPY) -m pytest -q $(NBVAL) notebooks $(PYTEST_ARGS)

@@ -152,7 +152,7 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
 
     def replay_last(last, show_pruned=True):
         if last is None:
-            msg = "No live run yet in this session: run one in the Live decode tab first."
+            msg = "No live run yet: run one in the Live decode tab first."
             gr.Warning(msg)
             return gr.skip(), gr.skip(), f"⚠️ **{msg}**", gr.skip(), gr.skip(), gr.skip()
         return (last, _round_slider(last),

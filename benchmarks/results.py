@@ -192,9 +192,15 @@ def shipped_sha(drafter: str) -> str:
 def write_markdown() -> Path:
     cells = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json"))]
     lines = ["# Results: drafter quality on the embedded target", "",
-             "Written by `python benchmarks/results.py` from the cells in `docs/results/` (rerun it to refresh).",
+             "Written by `python benchmarks/results.py` from the cells in `docs/results/`: "
+             "`python benchmarks/results.py --per-domain 30 --batch 8` decodes the missing cells, "
+             "`--write-only` rewrites this page from the cells there.",
              "Target: SmolLM2-135M-Instruct (embedded GGUF, fp32 on CPU). Full-block verification ℓ = γ = 7 "
              "(the paper's Table 1 setting); τ = committed tokens per round, bonus included.",
+             "Prompt sources: **project-eval** is the shipped evaluation split "
+             "(`dspark_viz/assets/prompts/eval.jsonl`, math / code / chat); **shared-bench** is a benchmark prompt "
+             "folder given with `--bench-dir` or `DSPARK_BENCH_DIR` (GSM8K = math, HumanEval = code, "
+             "MT-Bench = chat).",
              "The training budget of each drafter is listed at the end: every algorithm gets the same data and "
              "steps; cells with few prompts per domain are small samples (see the prompt counts).", ""]
     if not cells:
@@ -267,7 +273,8 @@ def write_markdown() -> Path:
             lines.append(f"| {LABEL.get(d, d)} | {cf.get('n_layers', '?')} | {t.get('steps', '')} | {t.get('minutes', '')} "
                          f"| {t.get('positions', '')} | {t.get('positions_per_s', '')} | {t.get('data_sequences', '')} "
                          f"| {t.get('data_tokens', '')} |")
-    lines += ["", f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}."]
+    lines += ["", "The cells are decoded in fp32 (τ does not depend on the machine's speed). This page was "
+              f"written on: {platform.processor() or platform.machine()}, Python {platform.python_version()}."]
     md = ROOT / "docs" / "results.md"
     md.write_text("\n".join(lines) + "\n")
     return md

@@ -14,6 +14,7 @@ Settings are read when asked for (not at import), so a test or a notebook can ch
 | ``DSPARK_TUNE``       | ``1``                 | ``0``: no per-machine measuring; fast path at every size, fp32      |
 | ``DSPARK_TEST_THREADS``| ``1``                | torch threads in the test suite                                     |
 | ``DSPARK_CHROMIUM``   | ``/usr/bin/chromium`` | the browser the browser test drives                                 |
+| ``DSPARK_REFRESH_SCREENSHOT`` | unset         | ``1``: the browser test rewrites docs/app.png                       |
 
 Paths: ``assets()`` is the package's own data (shipped drafters, STS files, SPS profiles, prompt suites,
 recorded traces), found with ``importlib.resources`` so it works from a wheel as from a checkout.

@@ -7,6 +7,7 @@ Without Chromium (or the playwright package) the test skips — except under CI=
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -105,3 +106,69 @@ def test_live_decode_and_playground_in_chromium(browser_ctx, app_url):
     page.wait_for_selector("#pg-path-plot .vega-embed")
     page.screenshot(path=str(ARTIFACTS / "browser-playground.png"), full_page=True)
     page.close()
+
+
+# -- the README's screenshot: the real app, real drafters, one live decode ----------------------------------
+SCREENSHOT = ROOT / "docs" / "app.png"
+SCREENSHOT_SIZE = (1280, 800)                         # the PNG; the page is laid out at 1.25× that and scaled down
+
+
+@pytest.fixture(scope="module")
+def real_app_url(real_target):
+    """The app as `make demo` serves it: the embedded target, the shipped drafters and recorded traces."""
+    sys.path.insert(0, str(ROOT))
+    import app
+    from dspark_viz.drafters import load_drafter
+    from dspark_viz.ui.resources import DRAFTER_ORDER
+
+    drafters = {"dspark": load_drafter("dspark", real_target)}
+    for name in DRAFTER_ORDER:
+        try:
+            drafters.setdefault(name, load_drafter(name, real_target))
+        except (FileNotFoundError, ValueError):
+            pass
+    demo = app.build_demo(real_target, drafters)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.mark.slow
+def test_app_screenshot_for_the_readme(browser_ctx, real_app_url, tmp_path):
+    """One live DSpark decode of a short math prompt; the viewport after it, 1280×800, into test-artifacts/ and
+    into docs/app.png (the README's picture) when that is missing or DSPARK_REFRESH_SCREENSHOT=1."""
+    from PIL import Image
+
+    from dspark_viz.ui.resources import DEFAULT_EXAMPLES
+
+    page = browser_ctx.new_page()
+    page.set_viewport_size({"width": SCREENSHOT_SIZE[0] * 5 // 4, "height": SCREENSHOT_SIZE[1] * 5 // 4})
+    page.goto(real_app_url)
+    page.locator("#prompt textarea").fill(DEFAULT_EXAMPLES[0][1])         # math: Chloe's jar
+    _set_slider(page, "max-new", 48)
+    page.locator("#show-pruned input").uncheck()                         # accepted / rejected / bonus only
+    page.locator("#run").click()
+    page.wait_for_function("document.querySelector('#live-status').innerText.includes('plain decoding done')")
+    assert page.locator("#drafter input").input_value() == "DSpark-Markov"   # the default drafter
+    strip = page.locator("#live-strip")
+    assert strip.locator(".dsv-tok").count() > 10
+    assert strip.locator(".dsv-accepted").count() > 0                     # DSpark's drafts were accepted
+    colour = strip.locator(".dsv-accepted").first.evaluate("e => getComputedStyle(e).backgroundColor")
+    assert colour not in ("rgba(0, 0, 0, 0)", "transparent")
+    page.wait_for_selector("#round-plot .vega-embed")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")      # status, tokens, round chart, speed-up
+    page.wait_for_timeout(500)
+    raw = tmp_path / "viewport.png"
+    page.screenshot(path=str(raw))                                       # the viewport only
+    page.close()
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "app.png"
+    with Image.open(raw) as im:
+        im.convert("RGB").resize(SCREENSHOT_SIZE, Image.LANCZOS).save(shot, optimize=True)
+    with Image.open(shot) as im:
+        assert im.format == "PNG" and im.size == SCREENSHOT_SIZE
+    if not SCREENSHOT.exists() or os.environ.get("DSPARK_REFRESH_SCREENSHOT") == "1":
+        shutil.copyfile(shot, SCREENSHOT)

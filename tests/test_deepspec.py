@@ -181,7 +181,8 @@ def reference_round(folder, hs, ctx_len: int, anchor: int, toks: list[int]):
         if kind == "vanilla":
             logits[kk] += W["markov_head.markov_w2.weight"] @ e
         elif kind == "gated":
-            z = torch.sigmoid(W["markov_head.gate_proj.weight"] @ torch.cat([hN[kk], e]) + W["markov_head.gate_proj.bias"])
+            gate = W["markov_head.gate_proj.weight"] @ torch.cat([hN[kk], e]) + W["markov_head.gate_proj.bias"]
+            z = torch.sigmoid(gate)
             logits[kk] += W["markov_head.markov_w2.weight"] @ (z * e)
         elif kind == "rnn":
             s = torch.zeros_like(e) if s is None else s
@@ -191,7 +192,8 @@ def reference_round(folder, hs, ctx_len: int, anchor: int, toks: list[int]):
             logits[kk] += W["markov_head.markov_w2.weight"] @ torch.tanh(ot)
         if c["enable_confidence_head"]:
             f = torch.cat([hN[kk], e]) if c.get("confidence_head_with_markov") else hN[kk]
-            conf.append(float(torch.sigmoid(W["confidence_head.proj.weight"][0] @ f + W["confidence_head.proj.bias"][0])))
+            logit = W["confidence_head.proj.weight"][0] @ f + W["confidence_head.proj.bias"][0]
+            conf.append(float(torch.sigmoid(logit)))
     return logits, (conf or None)
 
 
@@ -469,6 +471,9 @@ def test_shipped_dspark_exports_and_drafts_identically(real_target, tmp_path):
     b = back.propose(back.begin(Context(ids, out.features[0])), x0, len(ids), 0.0, None)
     assert a.tokens == b.tokens
     assert a.confidence == pytest.approx(b.confidence, abs=1e-5)
-    sa = speculative_generate(real_target, ours, prompt_ids=ids, max_new_tokens=48, temperature=0)
-    sb = speculative_generate(real_target, back, prompt_ids=ids, max_new_tokens=48, temperature=0)
-    assert sa.output_ids == sb.output_ids and [r.accepted for r in sa.rounds] == [r.accepted for r in sb.rounds]
+    assert back.calibration is not None                          # the STS file travels beside the folder
+    for pol in (FixedLength(7), None):                             # None: Algorithm 1 on calibrated confidences
+        sa = speculative_generate(real_target, ours, prompt_ids=ids, max_new_tokens=48, temperature=0, policy=pol)
+        sb = speculative_generate(real_target, back, prompt_ids=ids, max_new_tokens=48, temperature=0, policy=pol)
+        assert sa.output_ids == sb.output_ids
+        assert [(r.ell, r.accepted) for r in sa.rounds] == [(r.ell, r.accepted) for r in sb.rounds]

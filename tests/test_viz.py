@@ -263,6 +263,8 @@ def test_reliability(real_traces):
     spec = check(viz.reliability_diagram(df, positions=[1, 2], report=report),
                  x={"mean_pred", "x"}, y={"mean_obs", "y"}, color="stage", size="count")
     assert len(spec["hconcat"]) == 2 and "ECE" in spec["hconcat"][0]["title"]
+    hist = spec["hconcat"][0]["vconcat"][1]                                     # the diagram over its count histogram
+    assert hist["encoding"]["y"]["field"] == "count" and hist["mark"]["type"] == "bar"
     before, after = df[df.stage == "before STS"].drop(columns="stage"), df[df.stage == "after STS"].drop(columns="stage")
     spec = check(viz.reliability_diagram(before, after))                        # two frames, no stage column
     assert {r.get("stage") for r in rows(spec)} - {None} == {"before STS", "after STS"}
@@ -357,3 +359,41 @@ def test_to_svg_and_png(trace, tmp_path):
     assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bundle = viz.mime_bundle(viz.round_view(trace, 0))
     assert "application/vnd.vegalite.v5+json" in bundle
+
+
+# -- legends and ticks ----------------------------------------------------------------------------------
+def _encodings(spec, channel):
+    """Every encoding of ``channel`` anywhere in a Vega-Lite spec."""
+    found = []
+    if isinstance(spec, dict):
+        enc = spec.get("encoding")
+        if isinstance(enc, dict) and isinstance(enc.get(channel), dict):
+            found.append(enc[channel])
+        for v in spec.values():
+            found += _encodings(v, channel)
+    elif isinstance(spec, list):
+        for v in spec:
+            found += _encodings(v, channel)
+    return found
+
+
+def test_shape_and_colour_share_one_legend(real_traces):
+    """A shape on the colour's field must carry the same title and domain, or Vega-Lite draws two legends."""
+    sweep_df = pd.DataFrame([dict(policy=p, R=R, throughput=100.0 * R, per_user=100.0 / R, mean_budget=1.0, tau=1.5)
+                             for p in ("fixed-1", "hardware-aware") for R in (1, 8)])
+    charts = {"acceptance": viz.acceptance_chart({"b": real_traces["full"], "a": real_traces["lookup"]}),
+              "frontier": viz.frontier_chart(sweep_df), "budget": viz.budget_chart(sweep_df)}
+    for name, chart in charts.items():
+        spec = chart.to_dict()
+        shapes = [e for e in _encodings(spec, "shape") if "field" in e]
+        assert shapes, name
+        for s in shapes:
+            colours = [c for c in _encodings(spec, "color") if c.get("field") == s["field"]]
+            assert colours and all(c.get("title") == s.get("title") for c in colours), name
+            assert all(c["scale"]["domain"] == s["scale"]["domain"] for c in colours), name
+
+
+def test_round_view_tick_labels(real_traces):
+    spec = viz.round_view(real_traces["full"][0], 0).to_dict()
+    axes = [e["axis"] for e in _encodings(spec, "y") if isinstance(e.get("axis"), dict) and "values" in e["axis"]]
+    assert axes and all(a["values"] == [0, 0.25, 0.5, 0.75, 1.0] and a["format"] == ".2~f" for a in axes)

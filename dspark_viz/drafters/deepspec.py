@@ -254,8 +254,9 @@ def load_deepspec(path, target, calibrated: bool = True, name: str | None = None
             kernels.patch_linears(model, ext, min_rows=1)
             model.fast_matmul = ext
     card = {"format": "deepspec", "algo": cfg.algo, "path": str(cfg.path),
-            "target_layer_ids": list(cfg.target_layer_ids), "feature_layers": cfg.feature_layers, "gamma": cfg.gamma, "markov_rank": cfg.markov_rank,
-            "markov_head_type": cfg.head_type, "confidence": cfg.confidence, "qk_norm": cfg.qk_norm}
+            "target_layer_ids": list(cfg.target_layer_ids), "feature_layers": cfg.feature_layers,
+            "gamma": cfg.gamma, "markov_rank": cfg.markov_rank, "markov_head_type": cfg.head_type,
+            "confidence": cfg.confidence, "qk_norm": cfg.qk_norm}
     drafter = NeuralDrafter(model.eval(), name or cfg.path.name, target, card)
     cal = calibration_file(cfg.path)
     if calibrated and drafter.has_confidence and cal.is_file():

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from .deepspec_config import calibration_file
 from .dspark import DSparkModel
 
 OUTSIDE_LOGIT = -1.0e4          # C: the logit of every token outside our draft vocabulary
@@ -147,7 +148,8 @@ def export_tensors(drafter, target, mask_token_id: int | None = None, qk_norm: s
 def export_drafter(drafter, target, out_dir, dtype: torch.dtype = torch.float32, mask_token_id: int | None = None,
                    qk_norm: str = "none", overwrite: bool = False) -> Path:
     """Write ``drafter`` as ``out_dir/{config.json, model.safetensors}`` in DeepSpec's layout; returns out_dir.
-    float32 (default) keeps every weight exact; bfloat16 halves the size and rounds the weights."""
+    float32 (default) keeps every weight exact; bfloat16 halves the size and rounds the weights. The drafter's
+    STS calibration, if any, is saved beside the folder (``OUT_DIR.sts.json``), where loading finds it."""
     from safetensors.torch import save_file
 
     out = Path(out_dir).expanduser()
@@ -159,4 +161,6 @@ def export_drafter(drafter, target, out_dir, dtype: torch.dtype = torch.float32,
     save_file({k: v.to(dtype).contiguous() for k, v in st.items()}, str(out / "model.safetensors"),
               metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    if getattr(drafter, "calibration", None) is not None:
+        drafter.calibration.save(calibration_file(out))
     return out

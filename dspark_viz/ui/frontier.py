@@ -49,7 +49,7 @@ def frontier_view(res: AppResources, profile: str, cache: dict | None) -> tuple[
         head = f"(headline numbers unavailable: {md_escape(e)})"
     summary = (f"{head}\n\nSimulated with `serving.simulate.sweep` on {res.recorded.note}; profile `{profile}`, "
                f"{res.limits.sweep_rounds} engine steps per point, R ∈ {{{', '.join(map(str, SWEEP_RS))}}} "
-               f"(computed in {cache[profile]['seconds']:.1f} s, kept for this session).")
+               f"(computed in {cache[profile]['seconds']:.1f} s, kept while this page is open).")
     return chart_json(frontier_chart(df)), chart_json(budget_chart(df)), summary, cache
 
 

@@ -1,6 +1,6 @@
 """Charts and token HTML for dspark_viz: Trace / DataFrame / Schedule in, altair chart (or HTML str) out.
 
-No algorithm lives here: numbers come from metrics, calibration, scheduler and engine.
+No algorithm lives here: numbers come from metrics, calibration, scheduler and serving.
 """
 from .acceptance import acceptance_chart, acceptance_frame, tau_frame, tau_table_chart
 from .calibration import reliability_diagram, reliability_frame, threshold_sweep_chart

@@ -54,7 +54,9 @@ def acceptance_chart(data, gamma: int | None = None, width: int = 300, height: i
                  alt.Tooltip("value:Q", format=".3f")],
     )
     layered = alt.layer(base.mark_line(strokeWidth=2),
-                        base.mark_point(filled=True, size=45).encode(shape=alt.Shape("drafter:N", title="drafter")))
+                        base.mark_point(filled=True, size=45).encode(
+                            # same field, title and domain as the colour: one merged legend
+                            shape=alt.Shape("drafter:N", title="drafter", scale=alt.Scale(domain=drafters))))
     return layered.properties(width=width, height=height).facet(
         column=alt.Column("metric:N", title=None, sort=list(METRIC_NAMES.values()),
                           header=alt.Header(labelFontSize=12, labelFontWeight="bold")),

@@ -3,7 +3,7 @@ accepted-vs-wasted verification trade-off of a static threshold (paper Fig. 5).
 
 Legend: k 1-based position, a_k predicted prefix survival (raw), a'_k after Sequential Temperature
 Scaling, m accepted drafts, ℓ verified length, θ survival threshold.
-Binning, ECE and STS come from ``dspark_viz.calibration``; the sweep from ``dspark_viz.engine``.
+Binning, ECE and STS come from ``dspark_viz.calibration``; the sweep from ``dspark_viz.serving.simulate``.
 """
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def reliability_diagram(before, after=None, positions: Sequence[int] | None = No
 
     ``before``: DataFrame of ``calibration.reliability_bins`` rows with a ``position`` column (and optionally
     a ``stage`` column holding both stages, as ``reliability_frame`` returns); ``after``: the same for the
-    calibrated survival, or None. Point area = bin count. ``report`` (``calibration.calibration_report``)
+    calibrated survival, or None. Point area = bin count, and a histogram of the counts sits under each panel.
+    ``report`` (``calibration.calibration_report``)
     adds "ECE before → after" to each panel title.
     """
     import altair as alt
@@ -89,7 +90,17 @@ def reliability_diagram(before, after=None, positions: Sequence[int] | None = No
         if report is not None and p - 1 < len(report.get("ece_before", [])):
             eb, ea = report["ece_before"][p - 1], report["ece_after"][p - 1]
             title += f" · ECE {eb:.3f}" + (f" → {ea:.3f}" if after is not None or len(stages) > 1 else "")
-        panels.append(layer.properties(width=size, height=size, title=title))
+        # the rounds behind each point: a count histogram under the panel (paper Fig. 6)
+        hist = alt.Chart(d).mark_bar(opacity=0.55, stroke="#333333", strokeWidth=0.3).encode(
+            x=alt.X("lo:Q", scale=axis_scale, title=None), x2="hi:Q",
+            y=alt.Y("count:Q", stack=None, title="rounds per bin" if i == 0 else None,
+                    scale=alt.Scale(zero=True), axis=alt.Axis(tickCount=3, format="d")), y2=alt.datum(0),
+            color=color,
+            tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("lo:Q", format=".2f", title="bin from"),
+                     alt.Tooltip("hi:Q", format=".2f", title="bin to"), alt.Tooltip("count:Q")])
+        panels.append(alt.vconcat(layer.properties(width=size, height=size),
+                                  hist.properties(width=size, height=max(40, size // 3)), spacing=4)
+                      .properties(title=title))
     if not panels:
         return alt.Chart(pd.DataFrame({"msg": ["no verified rounds to bin"]})).mark_text().encode(text="msg:N")
     return alt.hconcat(*panels, spacing=12).properties(title=alt.Title(
@@ -100,7 +111,7 @@ def reliability_diagram(before, after=None, positions: Sequence[int] | None = No
 
 def threshold_sweep_chart(df, per_round: bool = True, width: int = 220, height: int = 180):
     """Stacked areas per domain: verified tokens that were accepted vs rejected as the survival threshold θ
-    rises (paper Fig. 5). ``df`` from ``engine.threshold_sweep``."""
+    rises (paper Fig. 5). ``df`` from ``serving.simulate.threshold_sweep``."""
     import altair as alt
 
     acc, rej = ("accepted_per_round", "rejected_per_round") if per_round else ("accepted", "rejected")

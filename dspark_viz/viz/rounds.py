@@ -55,7 +55,7 @@ def round_view(trace: Trace, round_index: int = -1, width: int = 420, height: in
     x_scale = alt.Scale(domain=[0.5, gamma + 0.5], nice=False, zero=False)
     y_scale = alt.Scale(domain=[0, 1.18], nice=False)
     x_axis = alt.Axis(title="draft position k", values=list(range(1, gamma + 1)), format="d", grid=False)
-    y_axis = alt.Axis(values=[0, 0.25, 0.5, 0.75, 1.0], title="probability")
+    y_axis = alt.Axis(values=[0, 0.25, 0.5, 0.75, 1.0], format=".2~f", title="probability")   # 0.25, not 0.3
     statuses = [s for s in STATUS_ORDER if s in set(df.status)]
     value = "c_used" if has_conf else "p_target"
     bar_title = ("c_k calibrated" if calibrated else "c_k confidence") if has_conf else "p_target(x_k)"

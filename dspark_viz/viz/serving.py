@@ -2,7 +2,7 @@
 
 Legend: B tokens in one verify forward, SPS(B) engine steps/s, R concurrent requests, r request, j position,
 a_{r,j} prefix survival, τ expected committed tokens, Θ = τ·SPS(B) expected throughput, ℓ_r chosen length.
-Numbers come from ``dspark_viz.engine`` (profiles, sweeps) and ``dspark_viz.scheduler`` (Schedule).
+Numbers come from ``dspark_viz.serving`` (profiles, sweeps) and ``dspark_viz.scheduler`` (Schedule).
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def frontier_chart(sweep_df, width: int = 420, height: int = 280):
                  alt.Tooltip("tau:Q", format=".2f", title="τ")],
     )
     lines = base.mark_line(strokeWidth=2)
-    points = base.mark_point(filled=True, size=40).encode(shape=alt.Shape("policy:N", title="policy"))
+    points = base.mark_point(filled=True, size=40).encode(shape=_policy_shape(policies))
     lab = "hardware-aware" if "hardware-aware" in policies else (policies[0] if policies else "")
     labels = base.transform_filter(f"datum.policy == '{_esc(lab)}'") \
         .mark_text(dx=7, dy=-7, fontSize=9, color="#555555").encode(text=alt.Text("R:Q", format="d"),
@@ -186,10 +186,17 @@ def budget_chart(sweep_df, width: int = 420, height: int = 240):
                                                                          title="mean ℓ")],
     )
     return (base.mark_line(strokeWidth=2) + base.mark_point(filled=True, size=40).encode(
-        shape=alt.Shape("policy:N", title="policy"))).properties(width=width, height=height, title=alt.Title(
+        shape=_policy_shape(policies))).properties(width=width, height=height, title=alt.Title(
             "Verification budget shrinks as the engine fills up",
             subtitle="fixed policies keep ℓ constant; the hardware-aware scheduler spends less at high load "
                      "— paper Fig. 8"))
+
+
+def _policy_shape(policies: Sequence[str]):
+    """Shape on the policy with the colour's field, title and domain, so the two merge into one legend."""
+    import altair as alt
+
+    return alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=list(policies)))
 
 
 def _esc(s: str) -> str:

@@ -23,7 +23,7 @@ from dspark_viz.drafters import load_drafter
 from dspark_viz.drafters.base import Context
 from dspark_viz.drafters.config import DrafterConfig
 from dspark_viz.drafters.dspark import NeuralDrafter
-from dspark_viz.drafters.export import export_drafter
+from dspark_viz.drafters.export import export_drafter, measure_qk_scale
 from dspark_viz.drafters.neural import build_model, init_from_target
 from dspark_viz.exact import exact_output_distribution, target_output_distribution
 from dspark_viz.model.target import TargetModel, load_target
@@ -439,10 +439,15 @@ def test_export_loads_back_and_drafts_identically(tiny_llama, tmp_path, algo):
     assert sp.output_ids == speculative_generate(t, ours, prompt_ids=ids, max_new_tokens=16, temperature=0).output_ids
 
 
-def test_export_with_unit_qk_norm_is_a_loadable_deepspec_model(tiny_llama, tmp_path):
-    t = tiny_llama
-    out = export_drafter(_ours(t, "dspark"), t, tmp_path / "out", qk_norm="unit")
-    assert "layers.0.self_attn.q_norm.weight" in load_file(str(out / "model.safetensors"))
+@pytest.mark.parametrize("qk_norm", ["unit", "scaled"])
+def test_export_with_qk_norm_is_a_loadable_deepspec_model(tiny_llama, tmp_path, qk_norm):
+    t, ours = tiny_llama, _ours(tiny_llama, "dspark")
+    scale = measure_qk_scale(ours, t, ["abc", "hello"]) if qk_norm == "scaled" else None
+    out = export_drafter(ours, t, tmp_path / "out", qk_norm=qk_norm, qk_scale=scale)
+    st = load_file(str(out / "model.safetensors"))
+    want = scale[0] if scale else (1.0, 1.0)
+    assert float(st["layers.0.self_attn.q_norm.weight"][0]) == pytest.approx(want[0])
+    assert float(st["layers.0.self_attn.k_norm.weight"][0]) == pytest.approx(want[1])
     back = load_drafter(out, t)
     assert back.model.cfg.qk_norm and back.has_confidence
     sp = speculative_generate(t, back, prompt_ids=[1, 2, 3], max_new_tokens=12, temperature=0)
@@ -455,6 +460,8 @@ def test_export_refuses_what_has_no_deepspec_equivalent(tiny_llama, tmp_path):
                                       torch.arange(24)), "eagle", t)
     with pytest.raises(ValueError, match="no DeepSpec equivalent"):
         export_drafter(eagle, t, tmp_path / "e")
+    with pytest.raises(ValueError, match="needs qk_scale"):
+        export_drafter(_ours(t, "dspark"), t, tmp_path / "s", qk_norm="scaled")
     export_drafter(_ours(t, "dspark"), t, tmp_path / "x")
     with pytest.raises(ValueError, match="not empty"):
         export_drafter(_ours(t, "dspark"), t, tmp_path / "x")

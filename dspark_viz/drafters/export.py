@@ -23,10 +23,12 @@ for every T ≤ 10, the same as our drafter's p_draft, and argmax never picks th
 Feature layers: our hidden_states index l becomes DeepSpec's target_layer_id l − 1.
 
 Our draft layers have no per-head q/k RMSNorm, which DeepSpec's (and vLLM's) Qwen3 draft layer always
-applies. ``qk_norm="none"`` (default) omits q_norm / k_norm and records ``dspark_viz.qk_norm: false``: this
-folder drafts identically here, but DeepSpec / vLLM would refuse it (missing tensors) or run an
-initialised norm. ``qk_norm="unit"`` writes unit-weight norms: every engine loads it and runs the same
-(different) drafter, whose τ is lower because the layers were never trained with the norm.
+applies, and a per-token normalisation cannot be undone through its weights. ``qk_norm="none"`` (default)
+omits q_norm / k_norm and records ``dspark_viz.qk_norm: false``: this folder drafts identically here, but
+DeepSpec / vLLM would refuse it (missing tensors) or run an initialised norm. The other two write the norms,
+so every engine loads the folder and runs the same — different — drafter: ``"unit"`` with weights 1 (attention
+logits shrink to unit-RMS queries and keys), ``"scaled"`` with each layer's mean per-head RMS of q and of k
+measured on prompts (measure_qk_scale), which keeps the logits at their usual size.
 """
 from __future__ import annotations
 
@@ -35,12 +37,14 @@ from pathlib import Path
 
 import torch
 
+from .base import Context
 from .deepspec_config import calibration_file
 from .dspark import DSparkModel
 
 OUTSIDE_LOGIT = -1.0e4          # C: the logit of every token outside our draft vocabulary
 PIN = 30.0                      # tanh(PIN) == 1.0 in float32 and bfloat16
 EXPORTABLE = ("dspark", "dspark-rnn", "dflash")
+QK_NORMS = ("none", "unit", "scaled")
 
 
 def _refuse(drafter) -> None:
@@ -86,13 +90,49 @@ def _heads(model: DSparkModel, V: int, C: float) -> tuple[dict[str, torch.Tensor
     return out, "rnn", R
 
 
+@torch.inference_mode()
+def measure_qk_scale(drafter, target, prompts: list[str], max_prompt_tokens: int = 512) -> list[tuple[float, float]]:
+    """Per draft layer, (mean per-head RMS of the queries, of the keys) that ``drafter`` computes over the
+    context and one draft block of each prompt: the scalar q_norm / k_norm weights for ``qk_norm="scaled"``."""
+    _refuse(drafter)
+    model, Dh = drafter.model, drafter.model.cfg.head_dim
+    sums: dict[str, list[float]] = {}
+
+    def hook(name):
+        def record(mod, inp, out):                                       # out (T, heads · Dh)
+            rms = out.float().reshape(-1, Dh).pow(2).mean(-1).sqrt()     # one RMS per (token, head)
+            s = sums.setdefault(name, [0.0, 0])
+            s[0], s[1] = s[0] + float(rms.sum()), s[1] + rms.numel()
+        return record
+
+    handles = [h for i, layer in enumerate(model.backbone.layers)
+               for h in (layer.self_attn.q_proj.register_forward_hook(hook(f"q{i}")),
+                         layer.self_attn.k_proj.register_forward_hook(hook(f"k{i}")))]
+    try:
+        for text in prompts:
+            ids = target.chat_ids(text)[-max_prompt_tokens:]
+            _, out = target.prefill(ids, features=True, last_only=True)
+            st = drafter.begin(Context(ids, out.features[0]))
+            drafter.propose(st, int(out.logits[0, -1].argmax()), len(ids), 0.0, None)
+    finally:
+        for h in handles:
+            h.remove()
+    if not sums:
+        raise ValueError("measure_qk_scale needs at least one prompt")
+    return [(sums[f"q{i}"][0] / sums[f"q{i}"][1], sums[f"k{i}"][0] / sums[f"k{i}"][1])
+            for i in range(len(model.backbone.layers))]
+
+
 def export_tensors(drafter, target, mask_token_id: int | None = None, qk_norm: str = "none",
+                   qk_scale: list[tuple[float, float]] | None = None,
                    outside_logit: float = OUTSIDE_LOGIT) -> tuple[dict[str, torch.Tensor], dict]:
     """(state dict in DeepSpec's names, float32 on CPU; config.json as a dict) for ``drafter`` on ``target``."""
     _refuse(drafter)
-    if qk_norm not in ("none", "unit"):
-        raise ValueError(f"qk_norm must be 'none' or 'unit', got {qk_norm!r}")
+    if qk_norm not in QK_NORMS:
+        raise ValueError(f"qk_norm must be one of {', '.join(QK_NORMS)}, got {qk_norm!r}")
     model: DSparkModel = drafter.model
+    if qk_norm == "scaled" and (qk_scale is None or len(qk_scale) != len(model.backbone.layers)):
+        raise ValueError("qk_norm='scaled' needs qk_scale: one (q, k) pair per draft layer (measure_qk_scale)")
     cfg, V, L = model.cfg, target.vocab_size, target.n_layers
     if mask_token_id is None and not target.stop_ids:
         raise ValueError(f"target {target.name} has no stop token to hold the MASK embedding: give mask_token_id")
@@ -111,9 +151,10 @@ def export_tensors(drafter, target, mask_token_id: int | None = None, qk_norm: s
     for i in range(len(bb.layers)):
         pre = f"backbone.layers.{i}."
         st |= {f"layers.{i}.{k[len(pre):]}": v for k, v in f32.items() if k.startswith(pre)}
-        if qk_norm == "unit":
-            st[f"layers.{i}.self_attn.q_norm.weight"] = torch.ones(cfg.head_dim)
-            st[f"layers.{i}.self_attn.k_norm.weight"] = torch.ones(cfg.head_dim)
+        if qk_norm != "none":
+            sq, sk = qk_scale[i] if qk_norm == "scaled" else (1.0, 1.0)
+            st[f"layers.{i}.self_attn.q_norm.weight"] = torch.full((cfg.head_dim,), float(sq))
+            st[f"layers.{i}.self_attn.k_norm.weight"] = torch.full((cfg.head_dim,), float(sk))
     heads, head_type, R = _heads(model, V, outside_logit)
     st |= heads
     if model.conf is not None:
@@ -138,7 +179,7 @@ def export_tensors(drafter, target, mask_token_id: int | None = None, qk_norm: s
         "markov_rank": R, "markov_head_type": head_type,
         "enable_confidence_head": model.conf is not None,
         **({"confidence_head_with_markov": True} if model.conf is not None else {}),
-        "dspark_viz": {"qk_norm": qk_norm == "unit", "source": drafter.name, "algo": cfg.algo,
+        "dspark_viz": {"qk_norm": qk_norm != "none", "qk_norm_weights": qk_norm, "source": drafter.name, "algo": cfg.algo,
                        "draft_vocab": int(model.vocab_ids.numel()), "outside_logit": outside_logit,
                        "target": target.name, "vocab_hash": target.vocab_hash},
     }
@@ -146,21 +187,23 @@ def export_tensors(drafter, target, mask_token_id: int | None = None, qk_norm: s
 
 
 def export_drafter(drafter, target, out_dir, dtype: torch.dtype = torch.float32, mask_token_id: int | None = None,
-                   qk_norm: str = "none", overwrite: bool = False) -> Path:
+                   qk_norm: str = "none", qk_scale: list[tuple[float, float]] | None = None,
+                   overwrite: bool = False) -> Path:
     """Write ``drafter`` as ``out_dir/{config.json, model.safetensors}`` in DeepSpec's layout; returns out_dir.
-    float32 (default) keeps every weight exact; bfloat16 halves the size and rounds the weights. The drafter's
-    STS calibration, if any, is saved beside the folder (``OUT_DIR.sts.json``), where loading finds it."""
+    float32 (default) keeps every weight exact; bfloat16 halves the size and rounds the weights. With
+    qk_norm "none" the drafter's STS calibration, if any, is saved beside the folder (``OUT_DIR.sts.json``),
+    where loading finds it (the other variants are other drafters: calibrate them anew)."""
     from safetensors.torch import save_file
 
     out = Path(out_dir).expanduser()
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise ValueError(f"{out} exists and is not empty: choose a new folder (or pass overwrite)")
-    st, config = export_tensors(drafter, target, mask_token_id, qk_norm)
+    st, config = export_tensors(drafter, target, mask_token_id, qk_norm, qk_scale)
     config["dtype"] = str(dtype).replace("torch.", "")
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.to(dtype).contiguous() for k, v in st.items()}, str(out / "model.safetensors"),
               metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    if getattr(drafter, "calibration", None) is not None:
+    if getattr(drafter, "calibration", None) is not None and qk_norm == "none":    # fitted on this very drafter
         drafter.calibration.save(calibration_file(out))
     return out

@@ -14,7 +14,7 @@ What maps to what (drafters/deepspec.py reads it back; docs/deepspec.md):
                                                  t (the shared "outside" row when t ∉ V_d); the extra dimension
                                                  r carries 1 into markov_w2[:, r] = C for tokens ∉ V_d, 0 inside.
   RNN gate (2r + d → 3r)                        → joint_proj (2R + d → 3R), the extra output unit of o pinned
-                                                 to tanh(BIG) = 1 so the same C reaches markov_w2.
+                                                 to tanh(PIN) = 1 so the same C reaches markov_w2.
   DFlash (no head)                             → a rank-1 vanilla head that only adds C outside V_d.
   conf.lin ([h; W1[x]] → 1)                    → confidence_head.proj, weight 0 on the extra dimension.
 Tokens outside V_d thus get the logit C = OUTSIDE_LOGIT exactly (lm_head row 0 + bias C), never −inf (bf16 and
@@ -179,8 +179,8 @@ def export_tensors(drafter, target, mask_token_id: int | None = None, qk_norm: s
         "markov_rank": R, "markov_head_type": head_type,
         "enable_confidence_head": model.conf is not None,
         **({"confidence_head_with_markov": True} if model.conf is not None else {}),
-        "dspark_viz": {"qk_norm": qk_norm != "none", "qk_norm_weights": qk_norm, "source": drafter.name, "algo": cfg.algo,
-                       "draft_vocab": int(model.vocab_ids.numel()), "outside_logit": outside_logit,
+        "dspark_viz": {"qk_norm": qk_norm != "none", "qk_norm_weights": qk_norm, "source": drafter.name,
+                       "algo": cfg.algo, "draft_vocab": int(model.vocab_ids.numel()), "outside_logit": outside_logit,
                        "target": target.name, "vocab_hash": target.vocab_hash},
     }
     return st, config
@@ -204,6 +204,6 @@ def export_drafter(drafter, target, out_dir, dtype: torch.dtype = torch.float32,
     save_file({k: v.to(dtype).contiguous() for k, v in st.items()}, str(out / "model.safetensors"),
               metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    if getattr(drafter, "calibration", None) is not None and qk_norm == "none":    # fitted on this very drafter
+    if getattr(drafter, "calibration", None) is not None and qk_norm == "none":    # fitted on this drafter
         drafter.calibration.save(calibration_file(out))
     return out

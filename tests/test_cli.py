@@ -53,7 +53,7 @@ def test_bench_json(capsys, patched_target, tmp_path):
                        + json.dumps({"turns": ["Repeat: a b c a b c"]}) + "\n")
     out_json = tmp_path / "bench.json"
     rc = cli.main(["bench", "--prompts", str(prompts), "--n-prompts", "1", "--max-new-tokens", "6",
-                   "--no-warmup", "--json", str(out_json),
+                   "--no-warmup", "--json", str(out_json), "--dtype", "fp32",
                    "--methods", "hf_generate,hf_prompt_lookup,plain,lookup,dspark_sched"])
     out, err = capsys.readouterr()
     assert rc == 0, err
@@ -66,6 +66,24 @@ def test_bench_json(capsys, patched_target, tmp_path):
     assert rep["methods"]["plain"]["tau"] == 1.0 and rep["methods"]["hf_generate"]["tau"] is None
     assert rep["machine"]["torch"] and rep["command"].startswith("dspark-viz bench")
     assert "hf_generate" in out and "×hf_gen" in out
+
+
+def test_bench_default_runs_hf_at_both_dtypes_and_ours_at_the_machines(capsys, patched_target, tmp_path):
+    """No dtype flag on CPU: HF methods at fp32 and bf16, ours at the machine's dtype (fp32 with DSPARK_TUNE=0),
+    one interleaved run; the JSON records the machine's choice and each method's ratio to the fastest HF run."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"turns": ["Count from one to five."]}) + "\n")
+    out_json = tmp_path / "bench.json"
+    rc = cli.main(["bench", "--prompts", str(prompts), "--n-prompts", "1", "--max-new-tokens", "4", "--no-warmup",
+                   "--json", str(out_json), "--methods", "hf_generate,hf_prompt_lookup,plain"])
+    assert rc == 0, capsys.readouterr().err
+    rep = json.loads(out_json.read_text())
+    assert set(rep["methods"]) == {"hf_generate@fp32", "hf_generate@bf16", "hf_prompt_lookup@fp32",
+                                   "hf_prompt_lookup@bf16", "plain@fp32"}
+    assert rep["machine"]["baseline"] in ("hf_generate@fp32", "hf_generate@bf16")
+    assert rep["machine"]["lookup_baseline"] in ("hf_prompt_lookup@fp32", "hf_prompt_lookup@bf16")
+    assert "cpu_flags" in rep["machine"] and set(rep["machine"]["paths"]) == {"fp32", "bf16"}
+    assert all(m["ratio_vs_hf_prompt_lookup"] > 0 for m in rep["methods"].values())
 
 
 def test_bench_mixed_targets_interleave_and_compare_with_the_fastest_baseline(real_target):

@@ -143,12 +143,14 @@ def dtype_key(dtype: torch.dtype) -> str:
 
 def paths_for(target, measure: bool = True, force: bool = False) -> tuple[dict[int, str], str]:
     """({size: path}, where the choice came from) for this target's dtype on this machine."""
+    if not enabled():
+        return {}, "DSPARK_TUNE=0"
     key = dtype_key(target.dtype)
     kept = read_choice().get("sizes", {}).get(key)
     if kept is not None and not force:
         return {int(n): p for n, p in kept["path"].items()}, "measured on this machine"
-    if not enabled() or not (measure or force):
-        return {}, "not measured (DSPARK_TUNE=0)" if not enabled() else "not measured"
+    if not (measure or force):
+        return {}, "not measured"
     times = time_sizes(target)
     chosen = best_paths(times)
     write_choice({"sizes": {key: {"path": {str(n): p for n, p in chosen.items()},
@@ -158,5 +160,6 @@ def paths_for(target, measure: bool = True, force: bool = False) -> tuple[dict[i
 
 
 def kept_default_dtype() -> str | None:
-    """The default CPU dtype chosen on this machine ("float32" / "bfloat16"), or None if not chosen yet."""
-    return read_choice().get("default_dtype")
+    """The default CPU dtype chosen on this machine ("float32" / "bfloat16"), or None if not chosen yet
+    (or DSPARK_TUNE=0)."""
+    return read_choice().get("default_dtype") if enabled() else None

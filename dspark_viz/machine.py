@@ -15,7 +15,7 @@ import sys
 import time
 
 from .decode import speculative_generate
-from .drafters import load_drafter
+from .drafters import load_drafter, speed_only
 from .fast import tune
 from .model import target as model_target
 from .prompts import load_prompts
@@ -38,7 +38,7 @@ def _prompts(n_per_domain: int = 1) -> list[str]:
 
 def time_decodes(targets: dict, prompts: list[str], max_new_tokens: int = 48, repeats: int = 2) -> dict[str, float]:
     """Median tok/s of DSpark + HardwareAware decodes per target, the dtypes interleaved prompt by prompt."""
-    drafters = {k: load_drafter("dspark", t) for k, t in targets.items()}
+    drafters = {k: speed_only(load_drafter("dspark", t)) for k, t in targets.items()}   # no chart diagnostics
     speed: dict[str, list[float]] = {k: [] for k in targets}
     for rep in range(repeats + 1):                                   # the first pass warms up
         for i, p in enumerate(prompts):

@@ -60,6 +60,11 @@ def app_url():
     target = tiny_llama_target()
     demo = app.build_demo(target, {"random": RandomDrafter(target.vocab_size, gamma=4, seed=1)}, trace_dir=None,
                           examples=[("chat", "abcabcabc")])
+    yield from _serve(demo)
+
+
+def _serve(demo):
+    """Launch ``demo`` on a free local port, yield its URL, close it afterwards (for module fixtures)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -128,12 +133,7 @@ def real_app_url(real_target):
         except (FileNotFoundError, ValueError):
             pass
     demo = app.build_demo(real_target, drafters)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
+    yield from _serve(demo)
 
 
 @pytest.mark.slow

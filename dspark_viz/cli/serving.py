@@ -52,8 +52,7 @@ def run_profile(a) -> None:
     if a.tune_only and a.no_tune:
         raise ValueError("--tune-only and --no-tune contradict each other")
     set_threads(a.threads)
-    if not a.no_tune and not str(a.device if hasattr(a, "device") and a.device else
-                                 model_target.default_device()).startswith("cuda"):
+    if not a.no_tune and model_target.default_device() == "cpu":     # the choice is a CPU one
         run_tune(a)
         if a.tune_only:
             return

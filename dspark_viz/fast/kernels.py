@@ -67,8 +67,9 @@ def _why_not() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
 def source_hash() -> str:
-    """A hash of the native sources (a new kernel re-measures the per-size choice, fast/tune.py)."""
+    """A hash of the native sources (the build key; a new kernel also re-measures fast/tune.py's choice)."""
     code = "".join(f.read_text(encoding="utf-8") for f in sorted(SOURCE.parent.glob("*.[ch]*")))
     return hashlib.sha256(code.encode()).hexdigest()[:12]
 
@@ -81,8 +82,7 @@ def load(verbose: bool = False) -> Any | None:
         return None
     # one build per (source, checkout, environment): torch's loader rebuilds whenever the source path or the
     # include paths change, so checkouts sharing one cache would otherwise rebuild each other's copy
-    code = "".join(f.read_text(encoding="utf-8") for f in sorted(SOURCE.parent.glob("*.[ch]*")))
-    key = hashlib.sha256(f"{code}|{SOURCE}|{sys.prefix}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{source_hash()}|{SOURCE}|{sys.prefix}".encode()).hexdigest()[:12]
     build = cache_dir() / "kernels" / f"torch-{torch.__version__.split('+')[0]}-{key}"
     build.mkdir(parents=True, exist_ok=True)
     path = os.environ.get("PATH", "")

@@ -1,7 +1,7 @@
 """The machine decides: for each few-token size and dtype, the fast path or torch's stock path, whichever
 this machine runs faster — measured once, kept in the cache with a fingerprint of the machine.
 
-Legend: n tokens in one target forward (1 … 8: the anchor plus up to 7 drafts), ms median milliseconds.
+Legend: n tokens in one target forward (2 … 8: the anchor plus up to 7 drafts), ms median milliseconds.
 
 Paths: ``fast`` (the project's few-token path; its kernel in AVX-512 where the CPU has it: fp32 in 16-lane
 rows, bf16 by vdpbf16ps with AVX512-BF16), ``fast-avx2`` (the same with the AVX2 kernel; measured only where
@@ -15,6 +15,7 @@ CPU model or instruction set, another thread count, another torch, another kerne
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -28,10 +29,13 @@ import torch
 from ..settings import cache_dir, switch
 from . import kernels, stock_path
 
-SIZES = tuple(range(1, kernels.MAX_ROWS + 1))
+# 2 … 8 tokens: a one-token forward takes torch's own path on either side (the kernel and the lean layers start
+# at two rows), so there is nothing to choose there and nothing to switch per forward.
+SIZES = tuple(range(kernels.MIN_ROWS, kernels.MAX_ROWS + 1))
 FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
 
 
+@functools.lru_cache(maxsize=1)
 def cpu_model_and_flags() -> tuple[str, list[str]]:
     """The CPU's model name and which of the instruction sets that matter here it has (Linux /proc/cpuinfo)."""
     name, flags = platform.processor() or platform.machine(), set()
@@ -45,7 +49,7 @@ def cpu_model_and_flags() -> tuple[str, list[str]]:
                     break
     except OSError:
         pass
-    return name, [f for f in FLAGS if f in flags]
+    return name, [f for f in FLAGS if f in flags]                 # read once per process
 
 
 def fingerprint() -> dict:
@@ -148,7 +152,7 @@ def paths_for(target, measure: bool = True, force: bool = False) -> tuple[dict[i
     key = dtype_key(target.dtype)
     kept = read_choice().get("sizes", {}).get(key)
     if kept is not None and not force:
-        return {int(n): p for n, p in kept["path"].items()}, "measured on this machine"
+        return {int(n): p for n, p in kept["path"].items() if int(n) in SIZES}, "measured on this machine"
     if not (measure or force):
         return {}, "not measured"
     times = time_sizes(target)

@@ -23,7 +23,7 @@ from dspark_viz.ui.frontier import frontier_view  # noqa: E402
 from dspark_viz.ui.live import LiveUpdate, live_decode, strip_view  # noqa: E402
 from dspark_viz.ui.playground import admission_view, playground_view, sps_chart_json  # noqa: E402
 from dspark_viz.ui.replay import load_trace_file, replay_view  # noqa: E402
-from dspark_viz.ui.resources import TRACE_DIR, Limits, drafters_md, load_resources  # noqa: E402
+from dspark_viz.ui.resources import RECORDING, Limits, drafters_md, load_resources  # noqa: E402
 from dspark_viz.ui.text import md_escape  # noqa: E402
 from dspark_viz.viz import legend_html  # noqa: E402
 
@@ -86,11 +86,12 @@ def _strip_box(body: str, empty: str = "The answer appears here, round by round.
     return f'<div style="max-height:440px;overflow-y:auto">{body}</div>'
 
 
-def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_dir=TRACE_DIR, examples=None,
+def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_source=RECORDING, examples=None,
                limits: Limits | None = None, target_path: str | None = None) -> gr.Blocks:
     """The app. target / drafters / profiles / traces default to the embedded model, every drafter that loads,
-    the synthetic + measured SPS profiles and assets/traces/*.json (synthetic requests when there are none)."""
-    res = load_resources(target, drafters, profiles=profiles, traces=traces, trace_dir=trace_dir,
+    the synthetic + measured SPS profiles and the shipped recording of the DSpark drafter at T = 1
+    (``trace_source``: a bundle, Trace JSON or folder; synthetic requests when there is none)."""
+    res = load_resources(target, drafters, profiles=profiles, traces=traces, trace_source=trace_source,
                          examples=examples, limits=limits, target_path=target_path)
     lim = res.limits
     first_profile = next(iter(res.profiles))

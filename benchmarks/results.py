@@ -86,11 +86,6 @@ def run(args) -> None:
                 cdir.mkdir(parents=True, exist_ok=True)
                 for i, tr in enumerate(res["traces"]):
                     tr.to_json(str(cdir / f"{i:04d}.json"))
-                if args.traces and src == "project-eval":                  # a few shipped for the faces
-                    tdir = assets("traces")
-                    tdir.mkdir(parents=True, exist_ok=True)
-                    for i, tr in enumerate(res["traces"][: args.traces]):
-                        tr.to_json(str(tdir / f"{name}_T{T:g}_{i:03d}.json"), digits=5)
 
 
 def simulate(args) -> None:
@@ -288,7 +283,6 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--traces", type=int, default=0, help="save this many project-eval traces per cell to assets/traces")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--batch", type=int, default=8, help="requests decoded together (batched verification; same traces)")
     ap.add_argument("--bench-dir", default=None, help="folder of benchmark prompt files (*.jsonl; gsm8k = math, "

@@ -47,6 +47,26 @@ def conditional_acceptance(traces, gamma: int | None = None) -> list[float]:
     return out
 
 
+def acceptance_counts(traces, gamma: int | None = None) -> dict[str, list[int]]:
+    """The counts behind both curves, per k: ``at_risk`` rounds that reached slot k with slots < k accepted
+    (and verified slot k), ``accepted`` of those whose slot k was accepted, ``rounds`` that drafted."""
+    rs = [r for r in _rounds(traces) if r.drafts]
+    g = gamma or max((len(r.drafts) for r in rs), default=0)
+    at_risk = [sum(r.accepted >= k - 1 and r.ell >= k for r in rs) for k in range(1, g + 1)]
+    accepted = [sum(r.accepted >= k for r in rs) for k in range(1, g + 1)]
+    return {"at_risk": at_risk, "accepted": accepted, "rounds": [len(rs)] * g}
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a proportion (95 % by default); (nan, nan) when n = 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def tokens_per_second(traces) -> float:
     if isinstance(traces, Trace):
         traces = [traces]

@@ -1,5 +1,6 @@
-"""SYNTHETIC traces: made-up rounds with a known acceptance law, for the serving notebooks and tests when no
-recorded traces (assets/traces/*.json) are at hand. Nothing here comes from a model.
+"""SYNTHETIC traces: made-up rounds with a known acceptance law, for the serving notebooks and tests, and a
+synthetic drafter at the paper's scale (``paper_scale_traces``: the paper's Fig. 2 acceptance curves) where a
+lesson needs that regime. Nothing here comes from a model.
 
 Legend: γ block size, k 1-based position, c_k true conditional acceptance P(x_k ok | x_<k ok),
 m accepted drafts, T_over over-confidence of the reported score (1 = honest).
@@ -62,4 +63,84 @@ def synthetic_traces(n: int = 12, n_rounds: int = 40, gamma: int = 7, seed: int 
             for i in range(n)]
 
 
-__all__ = ["synthetic_trace", "synthetic_traces", "DOMAIN_PROFILES"]
+# -- a SYNTHETIC drafter at the paper's scale ---------------------------------------------------------------
+# Conditional acceptance P(x_k ok | x_<k ok) at k = 1…7, read off the paper's Fig. 2 (Qwen3-4B target, averaged over
+# each domain's benchmarks) to about ±0.01. Nothing here was measured by this package.
+PAPER_FIG2 = {
+    "dspark": {"math": (0.906, 0.890, 0.888, 0.886, 0.887, 0.891, 0.883),
+               "code": (0.887, 0.873, 0.861, 0.861, 0.859, 0.860, 0.852),
+               "chat": (0.736, 0.739, 0.741, 0.745, 0.759, 0.766, 0.762)},
+    "dflash": {"math": (0.885, 0.827, 0.820, 0.834, 0.842, 0.839, 0.828),
+               "code": (0.866, 0.815, 0.797, 0.801, 0.810, 0.802, 0.777),
+               "chat": (0.718, 0.648, 0.640, 0.662, 0.683, 0.692, 0.688)},
+    "eagle3": {"math": (0.811, 0.824, 0.839, 0.845, 0.851, 0.856, 0.851),
+               "code": (0.771, 0.774, 0.781, 0.792, 0.787, 0.794, 0.784),
+               "chat": (0.534, 0.590, 0.643, 0.679, 0.709, 0.730, 0.734)},
+}
+PAPER_SCALE_LABEL = "paper-scale {drafter} (SYNTHETIC: the paper's Fig. 2 curves, no model)"
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def paper_scale_offsets(curve, spread: float = 1.0, n_nodes: int = 48) -> np.ndarray:
+    """Logit offsets b_k such that rounds with difficulty z ~ N(0, spread²) and c_k(z) = σ(b_k + z) have the
+    *conditional* acceptance ``curve[k]`` (the survivors of slots < k are easier rounds, so b_k < logit(curve_k)).
+    Expectations over z by Gauss–Hermite quadrature; each b_k by bisection. → (γ,)"""
+    x, w = np.polynomial.hermite_e.hermegauss(n_nodes)          # nodes / weights for N(0, 1)
+    z, w = spread * x, w / w.sum()                               # (n,)
+    alive = np.ones_like(z)                                      # (n,) P(slots < k all survive | z)
+    out = []
+    for target in curve:
+        lo, hi = -20.0, 20.0
+        for _ in range(80):
+            b = 0.5 * (lo + hi)
+            got = (w * alive * _sigmoid(b + z)).sum() / (w * alive).sum()
+            lo, hi = (b, hi) if got < target else (lo, b)
+        out.append(b)
+        alive = alive * _sigmoid(b + z)
+    return np.array(out)
+
+
+def paper_scale_traces(drafter: str = "dspark", n: int = 60, n_rounds: int = 40, seed: int = 0,
+                       domains=("math", "code", "chat"), spread: float = 1.0) -> list[Trace]:
+    """SYNTHETIC full-block requests of a drafter at the paper's scale: per domain, the conditional acceptance
+    per position follows ``PAPER_FIG2[drafter][domain]`` in expectation; rounds differ in difficulty
+    (z ~ N(0, spread²) on the logit scale) and an honest confidence head reports each round's true c_k."""
+    if drafter not in PAPER_FIG2:
+        raise ValueError(f"unknown paper drafter {drafter!r}: {', '.join(PAPER_FIG2)}")
+    if n < 1 or n_rounds < 1 or spread < 0:
+        raise ValueError("n and n_rounds must be ≥ 1 and spread ≥ 0")
+    label = PAPER_SCALE_LABEL.format(drafter=drafter)
+    traces = []
+    for i in range(n):
+        domain = domains[i % len(domains)]
+        if domain not in PAPER_FIG2[drafter]:
+            raise ValueError(f"unknown domain {domain!r}: {', '.join(PAPER_FIG2[drafter])}")
+        b = paper_scale_offsets(PAPER_FIG2[drafter][domain], spread)       # (γ,)
+        gamma = len(b)
+        rng = np.random.default_rng(seed * 1000 + i)
+        rounds, pos = [], 10
+        for r in range(n_rounds):
+            c = _sigmoid(b + spread * rng.standard_normal())                  # (γ,) this round's true c_k
+            ok = rng.random(gamma) < c
+            m = int(np.argmin(ok)) if not ok.all() else gamma
+            a = np.cumprod(c)
+            drafts = [DraftToken(k=j + 1, token=j + 1, text=f"t{j + 1}", p_draft=1.0,
+                                 p_target=(1.0 if j < m else 0.0) if j <= m else None,
+                                 confidence=float(c[j]), confidence_cal=None, survival=float(a[j]),
+                                 status="accepted" if j < m else "rejected" if j == m else "not_reached")
+                      for j in range(gamma)]
+            rounds.append(Round(index=r, anchor=0, anchor_pos=pos, drafts=drafts, ell=gamma, accepted=m, bonus=0,
+                                bonus_text="·", bonus_source="target" if m == gamma else "residual",
+                                source="synthetic"))
+            pos += m + 1
+        meta = dict(drafter=label, policy=f"fixed-{gamma}", gamma=gamma, domain=domain, seed=seed, synthetic=True,
+                    paper_curve=drafter, spread=spread, temperature=None)
+        traces.append(Trace(meta=meta, prompt_ids=[0] * 10, first_token=0, first_text="", rounds=rounds))
+    return traces
+
+
+__all__ = ["synthetic_trace", "synthetic_traces", "DOMAIN_PROFILES", "PAPER_FIG2", "PAPER_SCALE_LABEL",
+           "paper_scale_offsets", "paper_scale_traces"]

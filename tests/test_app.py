@@ -61,7 +61,7 @@ def tiny():
     target = tiny_llama_target()
     drafters = {"lookup": LookupDrafter(4, vocab_size=target.vocab_size),
                 "random": RandomDrafter(target.vocab_size, gamma=4, seed=1)}
-    demo = app.build_demo(target, drafters, trace_dir=None, examples=[("chat", "abcabcabc")])
+    demo = app.build_demo(target, drafters, trace_source=None, examples=[("chat", "abcabcabc")])
     url = serve(demo)
     yield url, demo.dspark_resources
     demo.close()

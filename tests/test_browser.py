@@ -58,7 +58,7 @@ def app_url():
     from dspark_viz.model.toy import tiny_llama_target
 
     target = tiny_llama_target()
-    demo = app.build_demo(target, {"random": RandomDrafter(target.vocab_size, gamma=4, seed=1)}, trace_dir=None,
+    demo = app.build_demo(target, {"random": RandomDrafter(target.vocab_size, gamma=4, seed=1)}, trace_source=None,
                           examples=[("chat", "abcabcabc")])
     yield from _serve(demo)
 

@@ -212,7 +212,7 @@ def test_round_frame_uses_scheduler_survival(trace):
 def test_acceptance_frame_matches_metrics(real_traces):
     by = {"random": real_traces["full"], "lookup": real_traces["lookup"]}
     df = viz.acceptance_frame(by)
-    assert list(df.columns) == ["drafter", "k", "metric", "value"]
+    assert list(df.columns) == ["drafter", "k", "metric", "value", "n", "lo", "hi"]
     got = df[(df.drafter == "random") & df.metric.str.startswith("prefix")].value.tolist()
     np.testing.assert_allclose(got, metrics.survival(real_traces["full"]))
     got = df[(df.drafter == "random") & df.metric.str.startswith("conditional")].value.tolist()
@@ -220,6 +220,18 @@ def test_acceptance_frame_matches_metrics(real_traces):
     spec = check(viz.acceptance_chart(by), x="k", y="value", color="drafter")
     assert spec["facet"]["column"]["field"] == "metric"
     check(viz.acceptance_chart(df))                                             # the tidy frame works too
+    # every point carries its sample size and a 95 % interval around it
+    cond = df[(df.drafter == "random") & df.metric.str.startswith("conditional")].dropna(subset=["value"])
+    counts = metrics.acceptance_counts(real_traces["full"])
+    assert cond.n.tolist() == [n for n in counts["at_risk"] if n > 0]
+    assert ((cond.lo <= cond.value + 1e-12) & (cond.value <= cond.hi + 1e-12)).all()
+
+
+def test_wilson_interval():
+    lo, hi = metrics.wilson_interval(30, 100)
+    assert lo == pytest.approx(0.2189, abs=1e-4) and hi == pytest.approx(0.3958, abs=1e-4)   # textbook values
+    assert metrics.wilson_interval(0, 10)[0] == 0.0 and metrics.wilson_interval(10, 10)[1] == 1.0
+    assert all(np.isnan(metrics.wilson_interval(0, 0)))
 
 
 def test_tau_table(real_traces):

@@ -30,7 +30,8 @@ out = {"file": dv.__file__}
 out["csrc"] = sorted(p.name for p in Path(dv.__file__).parent.joinpath("fast", "csrc").iterdir())
 out["profiles"] = {p.name: len(SPSProfile.load(p).batch) for p in sorted(assets("profiles").glob("*.json"))}
 out["cpu_profile"] = named_profile("cpu").name
-out["traces"] = {p.name: len(dv.Trace.from_json(str(p)).rounds) for p in sorted(assets("traces").glob("*.json"))}
+from dspark_viz.trace_store import load_bundle
+out["traces"] = {p.name: sum(len(t.rounds) for t in load_bundle(p)) for p in sorted(assets("traces").glob("*.json.gz"))}
 out["prompts"] = {p.name: sum(1 for _ in open(p, encoding="utf-8")) for p in sorted(assets("prompts").glob("*.jsonl"))}
 target = dv.load_target(device="cpu", dtype="fp32")
 out["drafters"] = {}
@@ -68,8 +69,8 @@ def test_wheel_installed_elsewhere_decodes_with_the_shipped_assets(tmp_path):
     shipped = {p.name for p in (ROOT / "dspark_viz" / "assets" / "profiles").glob("*.json")}
     assert set(out["profiles"]) == shipped and all(n > 1 for n in out["profiles"].values())
     assert out["cpu_profile"] != "gpu-like"                                 # the measured profile was found
-    traces = {p.name for p in (ROOT / "dspark_viz" / "assets" / "traces").glob("*.json")}
-    assert set(out["traces"]) == traces and all(n > 0 for n in out["traces"].values())
+    traces = {p.name for p in (ROOT / "dspark_viz" / "assets" / "traces").glob("*.json.gz")}
+    assert traces and set(out["traces"]) == traces and all(n > 0 for n in out["traces"].values())
     assert out["prompts"]["train.jsonl"] > 0 and out["prompts"]["eval.jsonl"] > 0
     assert set(out["drafters"]) == {"dspark", "dspark-rnn", "dflash", "eagle"}
     assert out["drafters"]["dspark"]["confidence"] and out["drafters"]["dspark"]["calibrated"]

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import bench, evaluate, export, generate, serving, setup, train
+from . import bench, evaluate, export, generate, record, serving, setup, train
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                         train.add_train, train.run_train),
     "eval": Subcommand("full-block evaluation (ℓ = γ): τ per domain, survival, acceptance",
                        evaluate.add_eval, evaluate.run_eval),
+    "record": Subcommand("record full-block traces of every drafter on the evaluation prompts (resumable)",
+                         record.add_record, record.run_record),
     "calibrate": Subcommand("fit Sequential Temperature Scaling and report ECE / AUROC",
                             evaluate.add_calibrate, evaluate.run_calibrate),
     "profile": Subcommand("measure the target's steps/s for B = 1…Bmax tokens per forward",

@@ -9,7 +9,7 @@ from ..calibration import STSCalibration, calibration_report, fit_sts, rollouts_
 from ..drafters import load_drafter
 from ..drafters.neural import calibration_path
 from ..evaluate import evaluate_drafter, format_report, load_eval_prompts, to_json
-from ..trace import Trace
+from ..trace_store import load_traces
 from .common import add_target_args, load_target_from_args
 
 
@@ -50,8 +50,9 @@ def add_calibrate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-domain", type=int, default=None)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--fit-traces", default=None, metavar="DIR", help="fit on recorded Trace JSONs instead of decoding")
-    p.add_argument("--eval-traces", default=None, metavar="DIR", help="evaluate on recorded Trace JSONs")
+    p.add_argument("--fit-traces", default=None, metavar="PATH",
+                   help="fit on recorded traces (a bundle, Trace JSON or folder) instead of decoding")
+    p.add_argument("--eval-traces", default=None, metavar="PATH", help="evaluate on recorded traces")
     p.add_argument("--json", default=None)
     p.add_argument("--out", default=None, help="calibration file (default: beside the shipped drafter)")
     p.add_argument("--level", action="store_true",
@@ -80,9 +81,9 @@ def run_calibrate(a) -> None:
 
     def rollouts(files, trace_dir):
         if trace_dir:
-            traces = [Trace.from_json(str(p)) for p in sorted(Path(trace_dir).glob("*.json"))]
+            traces = load_traces(trace_dir)
             if not traces:
-                raise FileNotFoundError(f"no Trace JSON files in {trace_dir}")
+                raise FileNotFoundError(f"no traces in {trace_dir}")
         else:
             target, d = drafter()
             recs = load_eval_prompts(files, per_domain=a.per_domain)

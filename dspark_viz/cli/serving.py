@@ -16,7 +16,7 @@ from ..serving.measure import measure_draft_costs, measure_profile
 from ..serving.profile import SPSProfile, cpu_profile_file, named_profile
 from ..serving.simulate import SWEEP_POLICIES, headline, sweep
 from ..settings import assets
-from ..trace import Trace
+from ..trace_store import bundle_name, load_traces
 from .common import add_target_args, load_target_from_args, set_threads
 
 
@@ -82,7 +82,9 @@ def run_profile(a) -> None:
 
 def add_simulate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="gpu-like")
-    p.add_argument("--traces", default=None, metavar="DIR", help="recorded Trace JSONs (default: assets/traces)")
+    p.add_argument("--traces", default=None, metavar="PATH",
+                   help="a trace bundle (.json.gz), Trace JSON or folder of them "
+                   "(default: the shipped recording of dspark at T = 1)")
     p.add_argument("--rounds", type=int, default=200)
     p.add_argument("--json", default=None)
     p.add_argument("--real", default=None, metavar="R1,R2,…",
@@ -95,8 +97,8 @@ def add_simulate(p: argparse.ArgumentParser) -> None:
 
 
 def run_simulate(a) -> None:
-    tdir = Path(a.traces) if a.traces else assets("traces")
-    traces = [Trace.from_json(str(p)) for p in sorted(tdir.glob("*.json"))]
+    tdir = Path(a.traces) if a.traces else assets("traces", bundle_name("dspark", 1.0))
+    traces = load_traces(tdir)
     traces = [t for t in traces if any(r.drafts and r.drafts[0].confidence is not None for r in t.rounds)]
     if not traces:
         raise FileNotFoundError(f"no recorded traces with confidences in {tdir}")

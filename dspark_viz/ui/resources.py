@@ -25,6 +25,7 @@ from ..serving.profile import SPSProfile, gpu_like, jagged, named_profile
 from ..settings import assets
 from ..synthetic import synthetic_traces
 from ..trace import Trace
+from ..trace_store import bundle_name, load_traces
 from ..viz import reliability_frame
 from .text import md_escape
 
@@ -44,7 +45,7 @@ DEFAULT_EXAMPLES = (                                   # from assets/prompts/eva
     ("chat", "How do vaccines help the body fight disease?"),
     ("chat", "Write a warm thank-you note to my aunt for the birthday scarf."),
 )
-TRACE_DIR = assets("traces")
+RECORDING = assets("traces", bundle_name("dspark", 1.0))   # the model-free tabs' default data
 
 
 @dataclass(frozen=True)
@@ -160,27 +161,17 @@ def _has_conf(t: Trace) -> bool:
     return any(r.drafts and all(d.confidence is not None for d in r.drafts) for r in t.rounds)
 
 
-def load_recorded(traces: Sequence[Trace] | None = None, trace_dir: Path | None = TRACE_DIR,
-                  max_files: int = 48, max_rows: int = 256) -> Recorded:
-    """Traces with confidences (given, or the first ``max_files`` of assets/traces/*.json), else synthetic."""
+def load_recorded(traces: Sequence[Trace] | None = None, source: Path | None = RECORDING,
+                  max_rows: int = 256) -> Recorded:
+    """Traces with confidences (given, or read from ``source``: a trace bundle, a Trace JSON or a folder of
+    them; by default the shipped recording of the DSpark drafter at T = 1), else synthetic requests."""
     src = ""
-    if traces is None and trace_dir is not None and Path(trace_dir).is_dir():
-        files = sorted(Path(trace_dir).glob("*.json"))
-        first = [p for p in files if p.name.startswith("dspark")]      # drafters with a confidence head first
-        step = max(1, len(first) // max_files)                           # spread over prompts (and domains)
-        picked = first[::step]
-        order = picked + sorted(set(files) - set(picked))
-        traces = []
-        for p in order[: 3 * max_files]:                                 # bounded start-up cost
-            if len(traces) >= max_files:
-                break
-            try:
-                t = Trace.from_json(str(p))
-            except (ValueError, OSError):
-                continue
-            if _has_conf(t):
-                traces.append(t)
-        src = f" from {Path(trace_dir).name}/"
+    if traces is None and source is not None and Path(source).exists():
+        try:
+            traces = load_traces(source)
+        except (ValueError, OSError):
+            traces = []
+        src = f" from {Path(source).name}"
     traces = [t for t in (traces or []) if _has_conf(t)]
     synthetic = not traces
     if synthetic:
@@ -190,7 +181,10 @@ def load_recorded(traces: Sequence[Trace] | None = None, trace_dir: Path | None 
                 "and an over-confident head; no model involved) — no recorded traces with confidences yet")
     else:
         drafters = ", ".join(sorted({str(t.meta.get("drafter", "?")) for t in traces}))
-        note = f"**recorded** traces: {len(traces)} requests of drafter {drafters}{src}"
+        rounds = sum(len(t.rounds) for t in traces)
+        doms = sorted({str(t.meta.get("domain", "mixed")) for t in traces})
+        note = (f"**recorded** traces: {len(traces)} requests ({', '.join(doms)}; {rounds:,} rounds) of drafter "
+                f"{drafters}{src}")
     rows, rounds = [], [r for t in traces for r in t.rounds if r.drafts]
     step = max(1, len(rounds) // max_rows)
     for r in rounds[::step][:max_rows]:
@@ -230,7 +224,7 @@ def _pad(c: np.ndarray, g: int) -> np.ndarray:
 
 
 def load_resources(target=None, drafters: Mapping[str, Any] | None = None, *, profiles=None,
-                   traces: Sequence[Trace] | None = None, trace_dir: Path | None = TRACE_DIR,
+                   traces: Sequence[Trace] | None = None, trace_source: Path | None = RECORDING,
                    examples: Sequence[tuple[str, str]] | None = None, limits: Limits | None = None,
                    target_path: str | None = None) -> AppResources:
     """Load (or take) everything the app shares: target, drafters, SPS profiles, recorded or synthetic data."""
@@ -248,7 +242,7 @@ def load_resources(target=None, drafters: Mapping[str, Any] | None = None, *, pr
     if not profs:
         raise ValueError("give at least one SPS profile")
     return AppResources(target=target, drafters={n: drafters[n] for n in order}, missing=missing,
-                        profiles=profs, recorded=load_recorded(traces, trace_dir),
+                        profiles=profs, recorded=load_recorded(traces, trace_source),
                         examples=list(examples or DEFAULT_EXAMPLES), limits=limits or Limits())
 
 
@@ -267,5 +261,5 @@ def drafters_md(res: AppResources) -> str:
 
 
 __all__ = ["AppResources", "CalibrationData", "DEFAULT_EXAMPLES", "DRAFTER_LABELS", "DRAFTER_ORDER", "Limits",
-           "Recorded", "TRACE_DIR", "available_drafters", "available_profiles", "build_calibration", "drafters_md",
+           "RECORDING", "Recorded", "available_drafters", "available_profiles", "build_calibration", "drafters_md",
            "load_recorded", "load_resources"]

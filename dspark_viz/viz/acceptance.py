@@ -20,16 +20,25 @@ def _as_lists(traces_by_drafter: Mapping[str, Trace | Sequence[Trace]]) -> dict[
     return {str(k): [v] if isinstance(v, Trace) else list(v) for k, v in traces_by_drafter.items()}
 
 
+FRAME_COLUMNS = ["drafter", "k", "metric", "value", "n", "lo", "hi"]
+
+
 def acceptance_frame(traces_by_drafter: Mapping[str, Trace | Sequence[Trace]], gamma: int | None = None):
-    """Tidy DataFrame (drafter, k, metric, value) from metrics.conditional_acceptance / metrics.survival."""
+    """Tidy DataFrame (drafter, k, metric, value, n, lo, hi) from metrics.conditional_acceptance /
+    metrics.survival: n is the number of rounds behind the value, lo–hi its 95 % Wilson interval."""
     import pandas as pd
 
     rows = []
     for name, ts in _as_lists(traces_by_drafter).items():
-        for key, fn in (("conditional", metrics.conditional_acceptance), ("survival", metrics.survival)):
+        counts = metrics.acceptance_counts(ts, gamma)
+        # successes behind each value: conditional = accepted among at-risk; survival = accepted among all rounds
+        for key, fn, den in (("conditional", metrics.conditional_acceptance, counts["at_risk"]),
+                             ("survival", metrics.survival, counts["rounds"])):
             for k, v in enumerate(fn(ts, gamma), start=1):
-                rows.append(dict(drafter=name, k=k, metric=METRIC_NAMES[key], value=v))
-    return pd.DataFrame(rows, columns=["drafter", "k", "metric", "value"])
+                n = den[k - 1] if k - 1 < len(den) else 0
+                lo, hi = metrics.wilson_interval(counts["accepted"][k - 1], n) if n else (float("nan"),) * 2
+                rows.append(dict(drafter=name, k=k, metric=METRIC_NAMES[key], value=v, n=n, lo=lo, hi=hi))
+    return pd.DataFrame(rows, columns=FRAME_COLUMNS)
 
 
 def acceptance_chart(data, gamma: int | None = None, width: int = 300, height: int = 220):
@@ -51,18 +60,23 @@ def acceptance_chart(data, gamma: int | None = None, width: int = 300, height: i
         y=alt.Y("value:Q", title="probability", scale=alt.Scale(domain=[0, 1])),
         color=color,
         tooltip=[alt.Tooltip("drafter:N"), alt.Tooltip("metric:N"), alt.Tooltip("k:Q"),
-                 alt.Tooltip("value:Q", format=".3f")],
+                 alt.Tooltip("value:Q", format=".3f"), alt.Tooltip("n:Q", title="rounds"),
+                 alt.Tooltip("lo:Q", format=".3f", title="95 % low"), alt.Tooltip("hi:Q", format=".3f",
+                                                                                 title="95 % high")],
     )
-    layered = alt.layer(base.mark_line(strokeWidth=2),
+    parts = [base.mark_line(strokeWidth=2)]
+    if {"lo", "hi"} <= set(df.columns) and df.lo.notna().any():   # 95 % interval of each value: a vertical bar
+        parts.insert(0, base.mark_rule(strokeWidth=1.5, opacity=0.55).encode(y="lo:Q", y2="hi:Q"))
+    layered = alt.layer(*parts,
                         base.mark_point(filled=True, size=45).encode(
                             # same field, title and domain as the colour: one merged legend
                             shape=alt.Shape("drafter:N", title="drafter", scale=alt.Scale(domain=drafters))))
     return layered.properties(width=width, height=height).facet(
         column=alt.Column("metric:N", title=None, sort=list(METRIC_NAMES.values()),
                           header=alt.Header(labelFontSize=12, labelFontWeight="bold")),
-    ).properties(title=alt.Title("Acceptance by draft position",
-                                 subtitle="left: given all earlier drafts survived; right: the whole prefix "
-                                          "survives (paper Fig. 2)"))
+    ).properties(title=alt.Title("Acceptance by draft position (paper Fig. 2)",
+                                 subtitle=["left: given all earlier drafts survived; right: the whole prefix survives",
+                                           "bars: 95 % intervals (the hover shows the rounds behind each point)"]))
 
 
 def tau_frame(traces_by_drafter: Mapping[str, Trace | Sequence[Trace]], include_all: bool = True):

@@ -287,7 +287,9 @@ def test_threshold_sweep_chart(real_traces):
     df = threshold_sweep(real_traces["full"], thetas=(0.0, 0.3, 0.6))
     spec = check(viz.threshold_sweep_chart(df), x="theta", y="tokens", color="outcome")
     assert spec["facet"]["column"]["field"] == "domain"
-    assert spec["spec"]["transform"][0]["fold"] == ["accepted_per_round", "rejected_per_round"]
+    areas, rate = spec["spec"]["layer"]
+    assert areas["transform"][0]["fold"] == ["accepted_per_round", "rejected_per_round"]
+    assert rate["encoding"]["y"]["field"] == "accept_rate"                 # the acceptance-rate line (Fig. 5)
 
 
 # -- serving ---------------------------------------------------------------------------------------------

@@ -117,7 +117,7 @@ def threshold_sweep_chart(df, per_round: bool = True, width: int = 220, height: 
     acc, rej = ("accepted_per_round", "rejected_per_round") if per_round else ("accepted", "rejected")
     domains = [d for d in dict.fromkeys(df.domain) if d != "all"] + (["all"] if "all" in set(df.domain) else [])
     outcomes = ["accepted", "wasted (not kept)"]
-    chart = alt.Chart(df).transform_fold([acc, rej], as_=["series", "tokens"]).transform_calculate(
+    areas = alt.Chart(df).transform_fold([acc, rej], as_=["series", "tokens"]).transform_calculate(
         outcome=f"datum.series == '{acc}' ? 'accepted' : 'wasted (not kept)'",
         order=f"datum.series == '{acc}' ? 0 : 1",
     ).mark_area(opacity=0.8, line={"color": "#333333", "strokeWidth": 0.8}).encode(
@@ -130,9 +130,20 @@ def threshold_sweep_chart(df, per_round: bool = True, width: int = 220, height: 
         tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("theta:Q", format=".2f", title="θ"),
                  alt.Tooltip("outcome:N"), alt.Tooltip("tokens:Q", format=".2f"),
                  alt.Tooltip("accept_rate:Q", format=".2f", title="accept rate")],
-    ).properties(width=width, height=height)
+    )
+    # the overall acceptance rate of the verified tokens (paper Fig. 5's line), on its own axis at the right
+    rate = alt.Chart(df).mark_line(color="#222222", strokeDash=[5, 3], strokeWidth=1.8,
+                                   point=alt.OverlayMarkDef(color="#222222", size=18)).encode(
+        x="theta:Q",
+        y=alt.Y("accept_rate:Q", title="acceptance rate of verified tokens (dashed)",
+                scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(orient="right", format=".0%")),
+        tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("theta:Q", format=".2f", title="θ"),
+                 alt.Tooltip("accept_rate:Q", format=".1%", title="accept rate"),
+                 alt.Tooltip("n_rounds:Q", title="rounds")],
+    )
+    chart = alt.layer(areas, rate).resolve_scale(y="independent").properties(width=width, height=height)
     return chart.facet(column=alt.Column("domain:N", sort=domains, title=None,
                                          header=alt.Header(labelFontWeight="bold", labelFontSize=12))).properties(
         title=alt.Title("Raising θ trades accepted tokens for less wasted verification",
-                        subtitle="lower band: verified and accepted; upper band: verified but not kept (wasted compute) "
-                                 "— paper Fig. 5"))
+                        subtitle=["lower band: verified and accepted; upper band: verified but not kept (wasted)",
+                                  "dashed: share of verified tokens accepted (right axis) — paper Fig. 5"]))

@@ -146,8 +146,9 @@ def chosen_lengths_chart(schedule: Schedule | Mapping[str, Any], gamma: int | No
 
 
 # -- policy sweeps (engine.sweep frames) -----------------------------------------------------------------
-def frontier_chart(sweep_df, width: int = 420, height: int = 280):
-    """Throughput vs per-user speed, one curve per policy, points labelled by R (paper Fig. 7)."""
+def frontier_chart(sweep_df, width: int = 420, height: int = 280, data: str | None = None):
+    """Throughput vs per-user speed, one curve per policy, points labelled by R (paper Fig. 7).
+    ``data`` names the requests replayed (shown in the title, e.g. "recorded dspark" or "SYNTHETIC …")."""
     import altair as alt
 
     policies = list(dict.fromkeys(sweep_df.policy))
@@ -168,12 +169,13 @@ def frontier_chart(sweep_df, width: int = 420, height: int = 280):
         .mark_text(dx=7, dy=-7, fontSize=9, color="#555555").encode(text=alt.Text("R:Q", format="d"),
                                                                        color=alt.value("#555555"))
     return (lines + points + labels).properties(width=width, height=height, title=alt.Title(
-        "Throughput–latency frontier", subtitle=f"each point is one concurrency R (numbers on {lab}); "
+        "Throughput–latency frontier" + (f" · {data}" if data else ""), subtitle=f"each point is one concurrency R (numbers on {lab}); "
                                                 "up and right is better — paper Fig. 7"))
 
 
-def budget_chart(sweep_df, width: int = 420, height: int = 240):
-    """Mean verification budget ℓ per request vs concurrency R (log x), per policy (paper Fig. 8)."""
+def budget_chart(sweep_df, width: int = 420, height: int = 240, data: str | None = None):
+    """Mean verification budget ℓ per request vs concurrency R (log x), per policy (paper Fig. 8);
+    ``data`` as in ``frontier_chart``."""
     import altair as alt
 
     policies = list(dict.fromkeys(sweep_df.policy))
@@ -187,7 +189,7 @@ def budget_chart(sweep_df, width: int = 420, height: int = 240):
     )
     return (base.mark_line(strokeWidth=2) + base.mark_point(filled=True, size=40).encode(
         shape=_policy_shape(policies))).properties(width=width, height=height, title=alt.Title(
-            "Verification budget shrinks as the engine fills up",
+            "Verification budget shrinks as the engine fills up" + (f" · {data}" if data else ""),
             subtitle="fixed policies keep ℓ constant; the hardware-aware scheduler spends less at high load "
                      "— paper Fig. 8"))
 

@@ -118,6 +118,37 @@ def test_scheduler_playground_load_changes_lengths(confidences):
         pg.set_profile("nope")
 
 
+def test_scheduler_playground_edits_your_confidences_and_the_knee(confidences):
+    pg = SchedulerPlayground(confidences, R=32)
+    first = pg.lengths[0]
+    s = pg.set_confidences([0.99] * 7)                                           # a very confident request
+    assert s.lengths[0] >= first and s.lengths[0] == max(s.lengths)
+    assert s.lengths == HardwareAware().choose([[0.99] * 7] + tile_requests(confidences, 32)[1:],
+                                               gpu_like()).lengths
+    assert pg.set_confidences([0.01] * 7).lengths[0] == 0                        # hopeless: no budget
+    pg.conf_text.value = "0.5, nope"                                             # bad text: kept, explained
+    assert "numbers" in pg.message.value and pg.mine == [0.01] * 7
+    pg.conf_text.value = "0.5, 1.5"
+    assert "[0, 1]" in pg.message.value
+    pg.conf_text.value = "0.9; 0.8, 0.7"                                         # ; or , both separate
+    assert pg.message.value == "" and pg.mine == [0.9, 0.8, 0.7]
+    with pytest.raises(ValueError):
+        pg.set_confidences([float("nan")])
+    wide = np.mean(pg.set_knee(512).lengths)                                     # a late knee: more is free
+    narrow = np.mean(pg.set_knee(8).lengths)
+    assert pg.profile.value == pg.KNEE and narrow < wide
+    assert pg.schedule.info["profile"] == "gpu-like (knee 8)" and "knee 8" in pg.summary.value
+    with pytest.raises(ValueError):
+        pg.set_knee(2)
+
+
+def test_gpu_like_knee():
+    assert gpu_like().name == "gpu-like" and gpu_like(knee=32).name == "gpu-like (knee 32)"
+    assert gpu_like(knee=32)(64) < gpu_like()(64)                                # saturates earlier
+    with pytest.raises(ValueError):
+        gpu_like(knee=0)
+
+
 def test_calibration_explorer_toggles():
     rng = np.random.default_rng(1)
     conf = rng.beta(5, 2, size=(400, 4))

@@ -114,12 +114,16 @@ def _gpu_step_time(B, t0: float = 0.010, knee: float = 96.0, slope: float = 0.03
     return t0 * (np.sqrt(1.0 + x ** 2) + slope * x)
 
 
-def gpu_like(bmax: int = 512) -> SPSProfile:
-    """Smooth saturating profile (H100-like small-model decode): 100 steps/s flat, bending at ~96 tokens."""
+def gpu_like(bmax: int = 512, knee: float = 96.0) -> SPSProfile:
+    """Smooth saturating profile (H100-like small-model decode): 100 steps/s flat, bending at ~``knee`` tokens
+    (96 by default; the name says when another knee was asked for)."""
+    if not 1 <= knee <= 4096:
+        raise ValueError(f"the knee must lie in 1…4096 tokens, got {knee}")
     b = sorted({*range(1, 17), *range(24, 129, 8), *range(160, bmax + 1, 32), bmax})
     b = [x for x in b if x <= bmax]
-    return SPSProfile("gpu-like", b, (1.0 / _gpu_step_time(b)).tolist(), device="synthetic",
-                      meta={"formula": "t0·(sqrt(1+(B/96)²) + 0.03·B/96), t0 = 10 ms"})
+    name = "gpu-like" if knee == 96.0 else f"gpu-like (knee {knee:g})"
+    return SPSProfile(name, b, (1.0 / _gpu_step_time(b, knee=knee)).tolist(), device="synthetic",
+                      meta={"formula": f"t0·(sqrt(1+(B/{knee:g})²) + 0.03·B/{knee:g}), t0 = 10 ms", "knee": knee})
 
 
 def jagged(bmax: int = 512, buckets: Sequence[int] = CUDA_GRAPH_BUCKETS) -> SPSProfile:

@@ -17,35 +17,17 @@ synthetic set by default). The Schedule kept in each Round shows the whole batch
 from __future__ import annotations
 
 import html
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from .. import calibration as cal
 from .. import metrics, viz
 from ..decode import generate_rounds
-from ..scheduler import FixedLength, HardwareAware, Policy, Schedule
-from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy, tile_requests
-from ..serving.profile import SPSProfile, gpu_like, jagged
-
-
-def _w():
-    import ipywidgets
-
-    return ipywidgets
-
-
-def _profile_dict(profiles) -> dict[str, SPSProfile]:
-    if profiles is None:
-        return {"gpu-like": gpu_like(), "jagged": jagged()}
-    if isinstance(profiles, SPSProfile):
-        return {profiles.name: profiles}
-    if isinstance(profiles, Mapping):
-        return dict(profiles)
-    return {p.name: p for p in profiles}
-
-
-def _show(out, chart) -> None:
-    """Replace an Output widget's content with one chart (works with or without a kernel)."""
-    out.outputs = ({"output_type": "display_data", "data": viz.mime_bundle(chart), "metadata": {}},)
+from ..scheduler import FixedLength, Policy
+from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy
+from .panel_kit import profile_dict as _profile_dict
+from .panel_kit import show as _show
+from .panel_kit import widgets_module as _w
+from .scheduler_panel import SchedulerPlayground
 
 
 # -- live decoding ---------------------------------------------------------------------------------------
@@ -187,73 +169,6 @@ class DecodePanel:
         done = " · <b>finished</b>" if self.done else ""
         self.status.value = (f"{len(tr.rounds)} rounds · {tr.n_generated} tokens · τ = {metrics.tau(tr):.2f} · "
                              f"policy {html.escape(pol)} · profile {html.escape(self.profile.value)}{done}")
-
-
-# -- scheduler playground -----------------------------------------------------------------------------------
-class SchedulerPlayground:
-    """Algorithm 1 on recorded confidences, no model: choose load R and a profile, see ℓ per request and
-    the admission path. ``early stop`` off shows the retrospective search (argmax Θ, not lossless)."""
-
-    def __init__(self, confidences: Sequence[Sequence[float]], profiles=None, R: int = 8, max_R: int = 256):
-        W = _w()
-        if not confidences:
-            raise ValueError("give at least one row of confidences")
-        self.confidences = [list(map(float, c)) for c in confidences]
-        self.profiles = _profile_dict(profiles)
-        self.load = W.IntSlider(value=int(R), min=1, max=max(int(max_R), int(R)), description="load R",
-                                continuous_update=False)
-        self.profile = W.Dropdown(options=list(self.profiles), description="SPS profile")
-        self.early_stop = W.Checkbox(value=True, description="early stop (Algorithm 1, lossless)")
-        self.summary = W.HTML()
-        self.lengths_out = W.Output()
-        self.path_out = W.Output()
-        self.widget = W.VBox([W.HBox([self.load, self.profile, self.early_stop]), self.summary,
-                              self.lengths_out, self.path_out])
-        for w in (self.load, self.profile, self.early_stop):
-            w.observe(lambda _: self.update(), names="value")
-        self.schedule: Schedule | None = None
-        self.lengths_chart = self.path_chart = None
-        self.update()
-
-    def requests(self) -> list[list[float]]:
-        return tile_requests(self.confidences, int(self.load.value))
-
-    def update(self) -> Schedule:
-        prof = self.profiles[self.profile.value]
-        conf = self.requests()
-        self.schedule = HardwareAware(early_stop=bool(self.early_stop.value)).choose(conf, prof)
-        s = self.schedule
-        gamma = max(len(c) for c in conf)
-        self.lengths_chart = viz.chosen_lengths_chart(s, gamma=gamma)
-        self.path_chart = viz.admission_path_chart(s)
-        _show(self.lengths_out, self.lengths_chart)
-        _show(self.path_out, self.path_chart)
-        mean = sum(s.lengths) / len(s.lengths)
-        self.summary.value = (f"R = {len(conf)} requests · B = {s.B} tokens in the verify forward · "
-                              f"mean ℓ = {mean:.2f} · expected throughput Θ = {s.theta_best:,.0f} tokens/s "
-                              f"(start Θ0 = {s.info.get('theta0', float('nan')):,.0f})")
-        return s
-
-    def set_load(self, R: int) -> Schedule:
-        R = int(R)
-        if R > self.load.max:
-            self.load.max = R
-        if self.load.value == R:
-            return self.update()
-        self.load.value = R                                       # the observer re-runs update()
-        return self.schedule
-
-    def set_profile(self, name: str) -> Schedule:
-        if name not in self.profiles:
-            raise ValueError(f"unknown profile {name!r}; have {', '.join(self.profiles)}")
-        if self.profile.value == name:
-            return self.update()
-        self.profile.value = name
-        return self.schedule
-
-    @property
-    def lengths(self) -> list[int]:
-        return list(self.schedule.lengths)
 
 
 # -- calibration explorer -------------------------------------------------------------------------------------

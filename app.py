@@ -21,7 +21,7 @@ from gradio.components.plot import PlotData  # noqa: E402
 from dspark_viz.ui.calibration_tab import calibration_view  # noqa: E402
 from dspark_viz.ui.frontier import frontier_view  # noqa: E402
 from dspark_viz.ui.live import LiveUpdate, live_decode, strip_view  # noqa: E402
-from dspark_viz.ui.playground import admission_view, playground_view, sps_chart_json  # noqa: E402
+from dspark_viz.ui.playground import KNEE_LABEL, KNEE_PROFILE, admission_view, playground_view, sps_chart_json  # noqa: E402,E501
 from dspark_viz.ui.replay import load_trace_file, replay_view  # noqa: E402
 from dspark_viz.ui.resources import RECORDING, Limits, drafters_md, load_resources  # noqa: E402
 from dspark_viz.ui.text import md_escape  # noqa: E402
@@ -46,7 +46,8 @@ draft block with confidences c₁…c_γ ({source}). Every (request, position) i
 a = c₁·…·c_k; candidates are admitted one by one while the expected throughput **Θ = τ·SPS(B)** rises, and the
 scheduler **stops at the first one that does not** (that early stop keeps decoding lossless). Move the load: with
 few requests, verifying extra tokens is almost free and blocks are verified in full; as the engine fills up, every
-extra token slows everyone down, so ℓ shrinks."""
+extra token slows everyone down, so ℓ shrinks. Type your own request's confidences to see what it gets, and pick
+the profile with the knee on a slider to move the point where extra tokens stop being free."""
 
 CALIB_HELP = """Is the confidence head honest? Each panel is one draft position k: the predicted prefix survival a_k
 (x) against how often the first k drafts were really accepted (y). On the dashed diagonal the confidence is honest;
@@ -104,17 +105,17 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
     def live_strip(last, show_pruned):
         return gr.skip() if last is None else _strip_box(strip_view(last, show_pruned))
 
-    def playground(load, profile, early_stop):
+    def playground(load, profile, early_stop, mine, knee):
         try:
-            v = playground_view(res, load, profile, early_stop)
+            v = playground_view(res, load, profile, early_stop, mine, knee)
         except ValueError as e:
             gr.Warning(str(e))
             return f"⚠️ **{md_escape(e)}**", gr.skip(), gr.skip()
         return v.summary, v.lengths_html, _plot(v.lengths_chart)
 
-    def playground_path(load, profile, early_stop):
+    def playground_path(load, profile, early_stop, mine, knee):
         try:
-            return _plot(admission_view(res, load, profile, early_stop))
+            return _plot(admission_view(res, load, profile, early_stop, mine, knee))
         except ValueError:
             return gr.skip()                           # the first event already said why
 
@@ -221,10 +222,15 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
                 with gr.Row():
                     pg_load = gr.Slider(1, lim.max_load, value=8, step=1, label="Engine load R (concurrent requests)",
                                         elem_id="pg-load")
-                    pg_profile = gr.Dropdown(res.profile_choices(), value=first_profile, label="Engine profile",
-                                             elem_id="pg-profile")
+                    pg_profile = gr.Dropdown(res.profile_choices() + [(KNEE_LABEL, KNEE_PROFILE)], value=first_profile,
+                                             label="Engine profile", elem_id="pg-profile")
                     pg_early = gr.Checkbox(True, label="Early stop (Algorithm 1, lossless)",
                                            info="off: retrospective argmax of Θ — not lossless")
+                with gr.Row():
+                    pg_mine = gr.Textbox("", label="Your request's confidences c₁…c_γ (request 0; empty: recorded)",
+                                         placeholder="e.g. 0.9, 0.8, 0.6, 0.4", elem_id="pg-mine")
+                    pg_knee = gr.Slider(4, 512, value=96, step=4, label="SPS knee B (profile: GPU-like, knee on "
+                                        "the slider)", elem_id="pg-knee")
                 pg_summary = gr.Markdown("", elem_id="pg-summary")
                 pg_lengths = gr.HTML("", elem_id="pg-lengths")
                 with gr.Row():
@@ -232,9 +238,10 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
                     pg_path_plot = gr.Plot(show_label=False, elem_id="pg-path-plot")
                 with gr.Accordion("Engine cost model: steps per second SPS(B)", open=False):
                     sps_plot = gr.Plot(show_label=False, elem_id="sps-plot")
-                pg_in = [pg_load, pg_profile, pg_early]
+                pg_in = [pg_load, pg_profile, pg_early, pg_mine, pg_knee]
                 # the answer (ℓ per request) first, then the slower Θ-curve chart: both instant, model-free
-                gr.on([pg_tab.select, pg_load.change, pg_profile.change, pg_early.change], playground, pg_in,
+                gr.on([pg_tab.select, pg_load.change, pg_profile.change, pg_early.change, pg_mine.submit,
+                       pg_mine.blur, pg_knee.change], playground, pg_in,
                       [pg_summary, pg_lengths, pg_lengths_plot], api_name="playground", concurrency_limit=None,
                       trigger_mode="always_last", show_progress="hidden") \
                     .then(playground_path, pg_in, pg_path_plot, api_name="playground_path", concurrency_limit=None,

@@ -35,6 +35,7 @@ from dspark_viz.serving.background import tile_requests  # noqa: E402
 from dspark_viz.trace import Trace  # noqa: E402
 from dspark_viz.ui.inputs import prepare_prompt  # noqa: E402
 from dspark_viz.ui.live import live_decode, live_policy  # noqa: E402
+from dspark_viz.ui.playground import playground_view  # noqa: E402
 from dspark_viz.ui.resources import DRAFTER_ORDER, build_calibration, load_recorded  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),      # inside gradio's queue
@@ -183,8 +184,8 @@ def test_live_decode_clamps_out_of_range_settings(tiny):
 # -- model-free tabs ------------------------------------------------------------------------------------------
 def test_playground_lengths_change_with_load(client, tiny):
     _, res = tiny
-    alone = client.predict(1, "gpu-like", True, api_name="/playground")
-    busy = client.predict(200, "gpu-like", True, api_name="/playground")
+    alone = client.predict(1, "gpu-like", True, "", 96, api_name="/playground")
+    busy = client.predict(200, "gpu-like", True, "", 96, api_name="/playground")
     for out, R in ((alone, 1), (busy, 200)):
         summary, lengths_html, lengths_chart = out
         assert f"R = {R}**" in summary and "mean ℓ" in summary
@@ -195,16 +196,34 @@ def test_playground_lengths_change_with_load(client, tiny):
         assert title_of(spec).startswith("Chosen verification lengths")
         bars = [row["ell"] for rows in spec["datasets"].values() for row in rows]
         assert bars == want                                           # the chart draws the same ℓ_r
-        path = plot_spec(client.predict(R, "gpu-like", True, api_name="/playground_path"))
+        path = plot_spec(client.predict(R, "gpu-like", True, "", 96, api_name="/playground_path"))
         assert title_of(path).startswith(f"Admission path of Algorithm 1: {sum(want)} of")   # admitted = Σ ℓ_r
     mean = lambda h: float(h.split('data-mean="')[1].split('"')[0])  # noqa: E731
     assert mean(busy[1]) < mean(alone[1])                             # a busy engine verifies fewer drafts
-    jag = client.predict(200, "jagged", True, api_name="/playground")
+    jag = client.predict(200, "jagged", True, "", 96, api_name="/playground")
     assert "profile `jagged`" in jag[0] and jag[1] != busy[1]
-    retro = client.predict(200, "jagged", False, api_name="/playground")
+    retro = client.predict(200, "jagged", False, "", 96, api_name="/playground")
     assert "NOT lossless" in retro[0]
     with pytest.raises(AppError, match="maximum"):
-        client.predict(10 ** 6, "gpu-like", True, api_name="/playground")
+        client.predict(10 ** 6, "gpu-like", True, "", 96, api_name="/playground")
+
+
+def test_playground_takes_your_confidences_and_a_knee(client, tiny):
+    _, res = tiny
+    gamma = res.recorded.gamma
+    sure = ", ".join(["0.99"] * gamma)
+    summary, lengths_html, _ = client.predict(32, "gpu-like", True, sure, 96, api_name="/playground")
+    conf = [[0.99] * gamma] + tile_requests(res.recorded.conf_rows, 32)[1:]
+    want = HardwareAware().choose(conf, res.profiles["gpu-like"]).lengths
+    assert f"your request: ℓ = {want[0]}**" in summary and f'data-mine="{want[0]}"' in lengths_html
+    bad, *_ = client.predict(32, "gpu-like", True, "0.9, 2", 96, api_name="/playground")
+    assert "⚠️" in bad and "[0, 1]" in bad and "your request" not in bad     # the row is dropped, the rest runs
+    wide, *_ = client.predict(64, "gpu-like-knee", True, "", 512, api_name="/playground")
+    narrow, *_ = client.predict(64, "gpu-like-knee", True, "", 8, api_name="/playground")
+    mean = lambda s: float(s.split("mean ℓ = ")[1].split("**")[0])  # noqa: E731
+    assert "knee 8" in narrow and mean(narrow) < mean(wide)            # an early knee: fewer free tokens
+    odd = playground_view(res, 64, "gpu-like-knee", True, "", 9999).summary  # past the slider: clipped, said so
+    assert "out of range" in odd and "knee 512" in odd
 
 
 def test_calibration_before_and_after_sts(client):
@@ -346,7 +365,7 @@ def test_real_target_decode(real_target):
         assert "✓ yes" in stats                                      # greedy: identical to plain decoding
         tr = Trace.from_json(trace_path)
         assert tr.text() == plain_generate(real_target, prompt, max_new_tokens=24).text()
-        summary, lengths, *_ = c.predict(64, "jagged", True, api_name="/playground")
+        summary, lengths, *_ = c.predict(64, "jagged", True, "", 96, api_name="/playground")
         assert "R = 64**" in summary
     finally:
         demo.close()

@@ -136,3 +136,13 @@ def test_paper_scale_traces_follow_the_paper_curves_and_say_they_are_synthetic()
     with pytest.raises(ValueError):
         paper_scale_traces("medusa")
     assert isinstance(ts[0], Trace)
+
+
+def test_the_apps_model_free_tabs_read_the_recording_out_of_sample():
+    from dspark_viz.ui.resources import build_calibration, load_recorded
+
+    rec = load_recorded()
+    assert not rec.synthetic and len(rec.traces) == 90 and "dspark_T1.json.gz" in rec.note
+    assert rec.gamma == 7 and len(rec.conf_rows) == 256
+    cal = build_calibration(rec)
+    assert "out of sample" in cal.note and len(cal.accepted) >= 1000

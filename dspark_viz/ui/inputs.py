@@ -37,6 +37,20 @@ def check_choice(value: str, options: Mapping[str, Any], what: str) -> str:
     return value
 
 
+def parse_confidences(text, max_len: int = 64) -> list[float] | None:
+    """A typed row of confidences ("0.9, 0.8, 0.6"; commas, semicolons or spaces) → floats in [0, 1];
+    None for an empty field. Anything else raises ValueError saying what is wrong."""
+    parts = [p for p in str(text or "").replace(";", ",").replace(" ", ",").split(",") if p.strip()]
+    if not parts:
+        return None
+    if len(parts) > max_len:
+        raise ValueError(f"give at most {max_len} confidences, got {len(parts)}")
+    row = [_num(p, "each confidence") for p in parts]
+    if any(not 0.0 <= c <= 1.0 for c in row):
+        raise ValueError("each confidence must lie in [0, 1], e.g. 0.9, 0.7, 0.4")
+    return row
+
+
 def prepare_prompt(target, text: str, max_new_tokens: int, context_limit: int) -> tuple[list[int], str, str | None]:
     """Chat-template ids of the prompt; if prompt + answer would not fit, keep the *end* of the prompt.
 
@@ -67,4 +81,4 @@ def prepare_prompt(target, text: str, max_new_tokens: int, context_limit: int) -
     return ids, used, notice
 
 
-__all__ = ["check_choice", "clamp", "prepare_prompt"]
+__all__ = ["check_choice", "clamp", "parse_confidences", "prepare_prompt"]

@@ -97,7 +97,11 @@ def test_shipped_recordings_cover_every_drafter_and_domain(name, T):
     per = {d: sum(t.meta["domain"] == d for t in traces) for d in ("math", "code", "chat")}
     assert all(n >= 30 for n in per.values()), per
     rounds = [r for t in traces for r in t.rounds]
-    assert all(r.ell == len(r.drafts) for r in rounds)          # full block: every drafted slot verified
+    for t in traces:              # full block: every drafted slot verified, except where the token budget cut the
+        cut = [i for i, r in enumerate(t.rounds) if r.ell != len(t.rounds[i].drafts)]   # last rounds of a request
+        assert cut == list(range(len(t.rounds) - len(cut), len(t.rounds)))
+        assert all(t.rounds[i].ell < len(t.rounds[i].drafts) for i in cut)
+    assert sum(r.ell != len(r.drafts) for r in rounds) < 0.15 * len(rounds)     # 64 tokens: ~10 % are cut
     assert all(0 <= r.accepted <= r.ell for r in rounds)
     if name in ("dspark", "dspark-rnn"):
         assert all(d.confidence is not None and d.confidence_cal is not None for r in rounds for d in r.drafts)

@@ -132,3 +132,22 @@ def test_profile_drafters_only_keeps_the_table(capsys, patched_target, tmp_path)
     assert p.meta["draft_s_when"].startswith("20")
     assert cli.main(["profile", "--drafters-only", "--out", str(tmp_path / "none.json")]) != 0
     assert cli.main(["profile", "--drafters-only", "--no-drafters", "--out", str(f)]) != 0
+
+
+def test_record_writes_one_bundle_per_drafter_and_temperature(capsys, patched_target, tmp_path):
+    from dspark_viz.trace_store import read_bundle
+
+    args = ["record", "--drafters", "lookup", "dspark", "--temperatures", "0", "1", "--per-domain", "1",
+            "--max-new-tokens", "8", "--batch", "3", "--out", str(tmp_path)]
+    assert cli.main(args) == 0
+    names = sorted(p.name for p in tmp_path.glob("*.json.gz"))
+    assert names == ["dspark_T0.json.gz", "dspark_T1.json.gz", "lookup_T0.json.gz", "lookup_T1.json.gz"]
+    meta, traces = read_bundle(tmp_path / "dspark_T1.json.gz")
+    assert meta["drafter"] == "dspark" and meta["temperature"] == 1.0 and meta["dtype"] == "fp32"
+    assert sorted(t.meta["domain"] for t in traces) == ["chat", "code", "math"]
+    assert all(d.confidence is not None for t in traces for r in t.rounds for d in r.drafts)
+    greedy = {n: [t.output_ids for t in read_bundle(tmp_path / f"{n}_T0.json.gz")[1]] for n in ("lookup", "dspark")}
+    assert greedy["lookup"] == greedy["dspark"]                       # greedy: the same answers, any drafter
+    capsys.readouterr()
+    assert cli.main(args) == 0 and "exists" in capsys.readouterr().out       # resumable: nothing re-decoded
+    assert cli.main(["record", "--per-domain", "0", "--out", str(tmp_path)]) == 2

@@ -38,6 +38,10 @@ def add_record(p: argparse.ArgumentParser) -> None:
 
 
 def run_record(a) -> None:
+    if a.per_domain < 1 or a.max_new_tokens < 1:
+        raise ValueError("--per-domain and --max-new-tokens must be ≥ 1")
+    if any(not 0.0 <= T <= 10.0 for T in a.temperatures):
+        raise ValueError("--temperatures must lie in 0…10")
     files = a.prompts or [assets("prompts", "eval.jsonl")]
     recs = load_eval_prompts(files, per_domain=a.per_domain)
     if not recs:

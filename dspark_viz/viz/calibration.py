@@ -111,39 +111,48 @@ def reliability_diagram(before, after=None, positions: Sequence[int] | None = No
 
 def threshold_sweep_chart(df, per_round: bool = True, width: int = 220, height: int = 180):
     """Stacked areas per domain: verified tokens that were accepted vs rejected as the survival threshold θ
-    rises (paper Fig. 5). ``df`` from ``serving.simulate.threshold_sweep``."""
+    rises, with the acceptance rate of the verified tokens as a dashed line on its own axis (paper Fig. 5).
+    ``df`` from ``serving.simulate.threshold_sweep``. One panel per domain, side by side (a layer with two
+    y axes cannot be faceted)."""
     import altair as alt
 
     acc, rej = ("accepted_per_round", "rejected_per_round") if per_round else ("accepted", "rejected")
     domains = [d for d in dict.fromkeys(df.domain) if d != "all"] + (["all"] if "all" in set(df.domain) else [])
     outcomes = ["accepted", "wasted (not kept)"]
-    areas = alt.Chart(df).transform_fold([acc, rej], as_=["series", "tokens"]).transform_calculate(
-        outcome=f"datum.series == '{acc}' ? 'accepted' : 'wasted (not kept)'",
-        order=f"datum.series == '{acc}' ? 0 : 1",
-    ).mark_area(opacity=0.8, line={"color": "#333333", "strokeWidth": 0.8}).encode(
-        x=alt.X("theta:Q", title="survival threshold θ (verify while a_k ≥ θ)"),
-        y=alt.Y("tokens:Q", stack="zero",
-                title="verified tokens per round" if per_round else "verified tokens"),
-        color=alt.Color("outcome:N", title="verified tokens",
-                        scale=alt.Scale(domain=outcomes, range=[OUTCOME_COLORS["accepted"], OUTCOME_COLORS["rejected"]])),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("theta:Q", format=".2f", title="θ"),
-                 alt.Tooltip("outcome:N"), alt.Tooltip("tokens:Q", format=".2f"),
-                 alt.Tooltip("accept_rate:Q", format=".2f", title="accept rate")],
-    )
-    # the overall acceptance rate of the verified tokens (paper Fig. 5's line), on its own axis at the right
-    rate = alt.Chart(df).mark_line(color="#222222", strokeDash=[5, 3], strokeWidth=1.8,
-                                   point=alt.OverlayMarkDef(color="#222222", size=18)).encode(
-        x="theta:Q",
-        y=alt.Y("accept_rate:Q", title="acceptance rate of verified tokens (dashed)",
-                scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(orient="right", format=".0%")),
-        tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("theta:Q", format=".2f", title="θ"),
-                 alt.Tooltip("accept_rate:Q", format=".1%", title="accept rate"),
-                 alt.Tooltip("n_rounds:Q", title="rounds")],
-    )
-    chart = alt.layer(areas, rate).resolve_scale(y="independent").properties(width=width, height=height)
-    return chart.facet(column=alt.Column("domain:N", sort=domains, title=None,
-                                         header=alt.Header(labelFontWeight="bold", labelFontSize=12))).properties(
+    ymax = float((df[acc] + df[rej]).max()) if len(df) else 1.0             # one token scale for every panel
+
+    def panel(dom: str, first: bool, last: bool):
+        d = df[df.domain == dom]
+        areas = alt.Chart(d).transform_fold([acc, rej], as_=["series", "tokens"]).transform_calculate(
+            outcome=f"datum.series == '{acc}' ? 'accepted' : 'wasted (not kept)'",
+            order=f"datum.series == '{acc}' ? 0 : 1",
+        ).mark_area(opacity=0.8, line={"color": "#333333", "strokeWidth": 0.8}).encode(
+            x=alt.X("theta:Q", title="survival threshold θ (verify while a_k ≥ θ)"),
+            y=alt.Y("tokens:Q", stack="zero", scale=alt.Scale(domain=[0, ymax]),
+                    title=("verified tokens per round" if per_round else "verified tokens") if first else None),
+            color=alt.Color("outcome:N", title="verified tokens",
+                            scale=alt.Scale(domain=outcomes,
+                                            range=[OUTCOME_COLORS["accepted"], OUTCOME_COLORS["rejected"]])),
+            order=alt.Order("order:Q"),
+            tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("theta:Q", format=".2f", title="θ"),
+                     alt.Tooltip("outcome:N"), alt.Tooltip("tokens:Q", format=".2f"),
+                     alt.Tooltip("accept_rate:Q", format=".2f", title="accept rate")],
+        )
+        rate = alt.Chart(d).mark_line(color="#222222", strokeDash=[5, 3], strokeWidth=1.8,
+                                      point=alt.OverlayMarkDef(color="#222222", size=18)).encode(
+            x="theta:Q",
+            y=alt.Y("accept_rate:Q", title="accepted share (dashed)" if last else None,
+                    scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(orient="right", format=".0%")),
+            tooltip=[alt.Tooltip("domain:N"), alt.Tooltip("theta:Q", format=".2f", title="θ"),
+                     alt.Tooltip("accept_rate:Q", format=".1%", title="accept rate"),
+                     alt.Tooltip("n_rounds:Q", title="rounds")],
+        )
+        n = int(d.n_rounds.iloc[0]) if len(d) else 0
+        return alt.layer(areas, rate).resolve_scale(y="independent").properties(
+            width=width, height=height, title=alt.Title(f"{dom} ({n:,} rounds)", fontSize=12))
+
+    panels = [panel(dom, i == 0, i == len(domains) - 1) for i, dom in enumerate(domains)]
+    return alt.hconcat(*panels, spacing=12).properties(
         title=alt.Title("Raising θ trades accepted tokens for less wasted verification",
                         subtitle=["lower band: verified and accepted; upper band: verified but not kept (wasted)",
                                   "dashed: share of verified tokens accepted (right axis) — paper Fig. 5"]))

@@ -169,8 +169,8 @@ def frontier_chart(sweep_df, width: int = 420, height: int = 280, data: str | No
         .mark_text(dx=7, dy=-7, fontSize=9, color="#555555").encode(text=alt.Text("R:Q", format="d"),
                                                                        color=alt.value("#555555"))
     return (lines + points + labels).properties(width=width, height=height, title=alt.Title(
-        "Throughput–latency frontier" + (f" · {data}" if data else ""), subtitle=f"each point is one concurrency R (numbers on {lab}); "
-                                                "up and right is better — paper Fig. 7"))
+        "Throughput–latency frontier" + (f" · {data}" if data else ""),
+        subtitle=[f"each point is one concurrency R (numbers on {lab})", "up and right is better — paper Fig. 7"]))
 
 
 def budget_chart(sweep_df, width: int = 420, height: int = 240, data: str | None = None):
@@ -190,8 +190,8 @@ def budget_chart(sweep_df, width: int = 420, height: int = 240, data: str | None
     return (base.mark_line(strokeWidth=2) + base.mark_point(filled=True, size=40).encode(
         shape=_policy_shape(policies))).properties(width=width, height=height, title=alt.Title(
             "Verification budget shrinks as the engine fills up" + (f" · {data}" if data else ""),
-            subtitle="fixed policies keep ℓ constant; the hardware-aware scheduler spends less at high load "
-                     "— paper Fig. 8"))
+            subtitle=["fixed policies keep ℓ constant; the hardware-aware scheduler",
+                      "spends less at high load — paper Fig. 8"]))
 
 
 def _policy_shape(policies: Sequence[str]):

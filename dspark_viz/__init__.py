@@ -11,6 +11,8 @@ The public API, in the order a decode uses it::
                                     policy=dv.HardwareAware(), max_new_tokens=64)
     print(trace.text(), dv.metrics.tau(trace))         # the output, and mean committed tokens per round
 
+    recorded = dv.recorded_traces("dspark", 1.0)       # the shipped evaluation recording (90 requests)
+
 Layers (DESIGN.md §2): the core (trace, sampling, decode, metrics, exact), model/, fast/, drafters/,
 the policies (scheduler, calibration), serving/, train/, and the faces viz/, ui/, cli/.
 """
@@ -25,7 +27,9 @@ from .model.target import TargetModel
 from .scheduler import AsyncGlobal, FixedLength, HardwareAware, Policy, StaticThreshold, make_policy
 from .serving.profile import SPSProfile, named_profile
 from .trace import DraftToken, Round, Trace
+from .trace_store import load_traces, recorded_traces, save_bundle
 
 __all__ = ["AsyncGlobal", "DraftToken", "FixedLength", "HardwareAware", "Policy", "Round", "SPSProfile",
            "STSCalibration", "StaticThreshold", "TargetModel", "Trace", "generate_rounds", "load_drafter",
-           "load_target", "make_policy", "metrics", "named_profile", "plain_generate", "speculative_generate"]
+           "load_target", "load_traces", "make_policy", "metrics", "named_profile", "plain_generate",
+           "recorded_traces", "save_bundle", "speculative_generate"]

@@ -61,6 +61,8 @@ def test_tune_off_measures_nothing(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_paths_are_measured_once_and_taken(real_target, fresh_cache):
     t = real_target
+    if t.matmul_path == "stock":
+        pytest.skip("the fast path is off here (DSPARK_SKINNY=0 or not applicable): nothing to choose")
     t.choose_paths()
     kept = tune.read_choice()["sizes"]["float32"]
     assert set(map(int, kept["ms"])) == set(tune.SIZES) == set(map(int, kept["path"]))

@@ -23,6 +23,21 @@ from .trace import DraftToken, Round, Trace
 DOMAIN_PROFILES = {"math": (0.86, 12.0, 0.93), "code": (0.9, 14.0, 0.95), "chat": (0.72, 6.0, 0.88)}
 
 
+def _full_block_round(index: int, pos: int, ok: np.ndarray, reported: np.ndarray) -> Round:
+    """One verified block of γ placeholder tokens: ``ok`` (γ,) whether slot k survives given its prefix, so m is
+    the first failure; ``reported`` (γ,) the head's confidences, their running product the survival."""
+    gamma = len(ok)
+    m = int(np.argmin(ok)) if not ok.all() else gamma                          # first failure
+    a = np.cumprod(reported)
+    drafts = [DraftToken(k=j + 1, token=j + 1, text=f"t{j + 1}", p_draft=1.0,
+                         p_target=(1.0 if j < m else 0.0) if j <= m else None,
+                         confidence=float(reported[j]), confidence_cal=None, survival=float(a[j]),
+                         status="accepted" if j < m else "rejected" if j == m else "not_reached")
+              for j in range(gamma)]
+    return Round(index=index, anchor=0, anchor_pos=pos, drafts=drafts, ell=gamma, accepted=m, bonus=0,
+                 bonus_text="·", bonus_source="target" if m == gamma else "residual", source="synthetic")
+
+
 def synthetic_trace(n_rounds: int = 40, gamma: int = 7, domain: str = "chat", seed: int = 0,
                     overconfidence: float = 1.0) -> Trace:
     """One synthetic request of ``n_rounds`` full-block rounds (see the module docstring)."""
@@ -38,19 +53,10 @@ def synthetic_trace(n_rounds: int = 40, gamma: int = 7, domain: str = "chat", se
         q = rng.beta(mean * conc, (1 - mean) * conc)
         c = np.clip(q * decay ** k, 0.02, 0.99)                                # (γ,) true c_k
         ok = rng.random(gamma) < c                                             # (γ,) survives given prefix
-        m = int(np.argmin(ok)) if not ok.all() else gamma                      # first failure
         z = np.log(c) - np.log1p(-c)
         reported = 1.0 / (1.0 + np.exp(-z * overconfidence))                   # (γ,) what the head says
-        a = np.cumprod(reported)
-        drafts = [DraftToken(k=j + 1, token=j + 1, text=f"t{j + 1}", p_draft=1.0,
-                             p_target=(1.0 if j < m else 0.0) if j <= m else None,
-                             confidence=float(reported[j]), confidence_cal=None, survival=float(a[j]),
-                             status="accepted" if j < m else "rejected" if j == m else "not_reached")
-                  for j in range(gamma)]
-        rounds.append(Round(index=i, anchor=0, anchor_pos=pos, drafts=drafts, ell=gamma, accepted=m, bonus=0,
-                            bonus_text="·", bonus_source="target" if m == gamma else "residual",
-                            source="synthetic"))
-        pos += m + 1
+        rounds.append(_full_block_round(i, pos, ok, reported))
+        pos += rounds[-1].accepted + 1
     meta = dict(drafter="synthetic", policy=f"fixed-{gamma}", gamma=gamma, domain=domain, seed=seed,
                 synthetic=True, overconfidence=overconfidence, temperature=0.0)
     return Trace(meta=meta, prompt_ids=[0] * 10, first_token=0, first_text="", rounds=rounds)
@@ -112,30 +118,23 @@ def paper_scale_traces(drafter: str = "dspark", n: int = 60, n_rounds: int = 40,
         raise ValueError(f"unknown paper drafter {drafter!r}: {', '.join(PAPER_FIG2)}")
     if n < 1 or n_rounds < 1 or spread < 0:
         raise ValueError("n and n_rounds must be ≥ 1 and spread ≥ 0")
+    unknown = [d for d in domains if d not in PAPER_FIG2[drafter]]
+    if unknown:
+        raise ValueError(f"unknown domain {unknown[0]!r}: {', '.join(PAPER_FIG2[drafter])}")
     label = PAPER_SCALE_LABEL.format(drafter=drafter)
+    offsets = {d: paper_scale_offsets(PAPER_FIG2[drafter][d], spread) for d in dict.fromkeys(domains)}  # (γ,) each
     traces = []
     for i in range(n):
         domain = domains[i % len(domains)]
-        if domain not in PAPER_FIG2[drafter]:
-            raise ValueError(f"unknown domain {domain!r}: {', '.join(PAPER_FIG2[drafter])}")
-        b = paper_scale_offsets(PAPER_FIG2[drafter][domain], spread)       # (γ,)
+        b = offsets[domain]
         gamma = len(b)
         rng = np.random.default_rng(seed * 1000 + i)
         rounds, pos = [], 10
         for r in range(n_rounds):
             c = _sigmoid(b + spread * rng.standard_normal())                  # (γ,) this round's true c_k
-            ok = rng.random(gamma) < c
-            m = int(np.argmin(ok)) if not ok.all() else gamma
-            a = np.cumprod(c)
-            drafts = [DraftToken(k=j + 1, token=j + 1, text=f"t{j + 1}", p_draft=1.0,
-                                 p_target=(1.0 if j < m else 0.0) if j <= m else None,
-                                 confidence=float(c[j]), confidence_cal=None, survival=float(a[j]),
-                                 status="accepted" if j < m else "rejected" if j == m else "not_reached")
-                      for j in range(gamma)]
-            rounds.append(Round(index=r, anchor=0, anchor_pos=pos, drafts=drafts, ell=gamma, accepted=m, bonus=0,
-                                bonus_text="·", bonus_source="target" if m == gamma else "residual",
-                                source="synthetic"))
-            pos += m + 1
+            ok = rng.random(gamma) < c                                        # (γ,) survives given prefix
+            rounds.append(_full_block_round(r, pos, ok, c))
+            pos += rounds[-1].accepted + 1
         meta = dict(drafter=label, policy=f"fixed-{gamma}", gamma=gamma, domain=domain, seed=seed, synthetic=True,
                     paper_curve=drafter, spread=spread, temperature=None)
         traces.append(Trace(meta=meta, prompt_ids=[0] * 10, first_token=0, first_text="", rounds=rounds))

@@ -103,18 +103,15 @@ class SchedulerPlayground:
             self.message.value = f'<span style="color:#D55E00">{html.escape(str(e))}</span>'
             return
         self.message.value = ""
+        if _fmt_row(row) == _fmt_row(self.mine):                  # the field echoes set_confidences: keep its row
+            return
         self.mine = row
         self.update()
 
     def set_confidences(self, row: Sequence[float]) -> Schedule:
-        """Your request's c_1..c_γ (each in [0, 1]); re-schedules."""
-        row = _check_row(row)
-        text = _fmt_row(row)
-        if self.conf_text.value == text:
-            self.mine = row
-            return self.update()
-        self.conf_text.value = text                               # the observer parses and re-runs update()
-        self.mine = row
+        """Your request's c_1..c_γ (each in [0, 1]), at full precision (the field shows 3 digits); re-schedules."""
+        self.mine = _check_row(row)
+        self.conf_text.value = _fmt_row(self.mine)                # its observer sees the row is already taken
         return self.update()
 
     def set_knee(self, knee: int) -> Schedule:

@@ -29,32 +29,28 @@ def tau(traces: Trace | Iterable[Trace]) -> float:
     return c / n if n else float("nan")
 
 
-def survival(traces, gamma: int | None = None) -> list[float]:
-    rs = [r for r in _rounds(traces) if r.drafts]
-    g = gamma or max((len(r.drafts) for r in rs), default=0)
-    if not rs:
-        return [float("nan")] * g
-    return [sum(r.accepted >= k for r in rs) / len(rs) for k in range(1, g + 1)]
-
-
-def conditional_acceptance(traces, gamma: int | None = None) -> list[float]:
-    rs = [r for r in _rounds(traces) if r.drafts]
-    g = gamma or max((len(r.drafts) for r in rs), default=0)
-    out = []
-    for k in range(1, g + 1):
-        at_risk = [r for r in rs if r.accepted >= k - 1 and r.ell >= k]
-        out.append(sum(r.accepted >= k for r in at_risk) / len(at_risk) if at_risk else float("nan"))
-    return out
-
-
 def acceptance_counts(traces, gamma: int | None = None) -> dict[str, list[int]]:
     """The counts behind both curves, per k: ``at_risk`` rounds that reached slot k with slots < k accepted
     (and verified slot k), ``accepted`` of those whose slot k was accepted, ``rounds`` that drafted."""
     rs = [r for r in _rounds(traces) if r.drafts]
     g = gamma or max((len(r.drafts) for r in rs), default=0)
     at_risk = [sum(r.accepted >= k - 1 and r.ell >= k for r in rs) for k in range(1, g + 1)]
-    accepted = [sum(r.accepted >= k for r in rs) for k in range(1, g + 1)]
+    accepted = [sum(r.accepted >= k for r in rs) for k in range(1, g + 1)]    # m ≥ k implies ℓ ≥ k
     return {"at_risk": at_risk, "accepted": accepted, "rounds": [len(rs)] * g}
+
+
+def _ratios(num: list[int], den: list[int]) -> list[float]:
+    return [a / n if n else float("nan") for a, n in zip(num, den)]
+
+
+def survival(traces, gamma: int | None = None) -> list[float]:
+    c = acceptance_counts(traces, gamma)
+    return _ratios(c["accepted"], c["rounds"])
+
+
+def conditional_acceptance(traces, gamma: int | None = None) -> list[float]:
+    c = acceptance_counts(traces, gamma)
+    return _ratios(c["accepted"], c["at_risk"])
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -30,14 +30,13 @@ def acceptance_frame(traces_by_drafter: Mapping[str, Trace | Sequence[Trace]], g
 
     rows = []
     for name, ts in _as_lists(traces_by_drafter).items():
-        counts = metrics.acceptance_counts(ts, gamma)
-        # successes behind each value: conditional = accepted among at-risk; survival = accepted among all rounds
-        for key, fn, den in (("conditional", metrics.conditional_acceptance, counts["at_risk"]),
-                             ("survival", metrics.survival, counts["rounds"])):
-            for k, v in enumerate(fn(ts, gamma), start=1):
-                n = den[k - 1] if k - 1 < len(den) else 0
-                lo, hi = metrics.wilson_interval(counts["accepted"][k - 1], n) if n else (float("nan"),) * 2
-                rows.append(dict(drafter=name, k=k, metric=METRIC_NAMES[key], value=v, n=n, lo=lo, hi=hi))
+        c = metrics.acceptance_counts(ts, gamma)
+        # conditional: accepted among the rounds at risk at k; survival: accepted among all rounds that drafted
+        for key, den in (("conditional", c["at_risk"]), ("survival", c["rounds"])):
+            for k, (x, n) in enumerate(zip(c["accepted"], den), start=1):
+                lo, hi = metrics.wilson_interval(x, n)
+                rows.append(dict(drafter=name, k=k, metric=METRIC_NAMES[key], value=x / n if n else float("nan"),
+                                 n=n, lo=lo, hi=hi))
     return pd.DataFrame(rows, columns=FRAME_COLUMNS)
 
 

@@ -202,8 +202,7 @@ def test_remap_vocab_keeps_shared_rows_and_backbone(tiny):
 def test_train_in_turns_resumes_and_streams_new_shards(tiny, tmp_path):
     """Two drafters take turns on one store; a shard written between calls joins the data, and a
     second call resumes both runs at the step they reached."""
-    from safetensors.torch import save_file
-
+    from dspark_viz.train.data import save_shard, write_index
     from dspark_viz.train.trainer import train_in_turns
 
     t, seqs = tiny
@@ -211,13 +210,8 @@ def test_train_in_turns_resumes_and_streams_new_shards(tiny, tmp_path):
     data.mkdir()
 
     def shard(i, part):
-        tensors = {}
-        for s in part:
-            for k in ("ids", "feats", "hidden", "lse"):
-                tensors[f"{s['id']}.{k}"] = (s[k].to(torch.int32) if k == "ids" else s[k]).contiguous()
-        meta = [{"id": s["id"], "n": s["n"], "prompt_len": s["prompt_len"]} for s in part]
-        save_file(tensors, str(data / f"shard_{i:05d}.safetensors"), metadata={"index": json.dumps(meta)})
-        (data / "index.json").write_text(json.dumps({"shards": sorted(p.name for p in data.glob("shard_*"))}))
+        save_shard(data / f"feat_{i:05d}.pt", [dict(s, ids=s["ids"].tolist(), domain="mixed") for s in part])
+        write_index(t, data, "in memory", 0.0)
 
     shard(0, seqs[:3])
     outs = {a: tmp_path / f"{a}.json" for a in ("dspark", "dflash")}

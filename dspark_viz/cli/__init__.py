@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import bench, evaluate, export, generate, record, serving, setup, train
+from . import bench, corpus, evaluate, export, generate, record, serving, setup, train
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                            generate.add_generate, generate.run_generate),
     "bench": Subcommand("time HF generate and HF prompt lookup against our decoding methods, interleaved",
                         bench.add_bench, bench.run_bench),
+    "corpus": Subcommand("make training prompts (Magpie-style) and the target's answers to them (resumable)",
+                         corpus.add_corpus, corpus.run_corpus),
     "data": Subcommand("generate target responses and cache target features (resumable)",
                        train.add_data, train.run_data),
     "train": Subcommand("train one drafter (dspark | dspark-rnn | dflash | eagle), resumable",

@@ -9,14 +9,19 @@ from ..drafters.neural import ASSETS, SHIPPED
 from ..model.target import load_target
 from ..settings import assets, cache_dir
 from ..train.config import TrainConfig
-from ..train.data import build_dataset, default_data_dir
+from ..train.data import build_dataset, build_features, default_data_dir
 from ..train.trainer import train, train_in_turns
 from .common import set_threads
 
 
 def add_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--corpus", default=None, metavar="DIR",
+                   help="features of this corpus's answers (`dspark-viz corpus answers`); without it, the target "
+                        "answers --prompts first")
     p.add_argument("--prompts", default=None, metavar="FILE.jsonl",
                    help="training prompts (default: the shipped train suite)")
+    p.add_argument("--target", default=None, help="a local HF causal-LM folder or .gguf (default: embedded SmolLM2)")
+    p.add_argument("--max-seqs", type=int, default=None, help="features of the first N corpus answers only")
     p.add_argument("--out", default=None, help="feature cache folder (default: $DSPARK_CACHE/data/train)")
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--batch-size", type=int, default=32)
@@ -27,9 +32,13 @@ def add_data(p: argparse.ArgumentParser) -> None:
 
 def run_data(a: argparse.Namespace) -> None:
     set_threads(a.threads)
-    prompts = Path(a.prompts) if a.prompts else assets("prompts", "train.jsonl")
-    out = build_dataset(load_target(), prompts, Path(a.out) if a.out else default_data_dir(), a.temperature,
-                        a.max_new_tokens, a.batch_size, limit=a.limit)
+    target = load_target(a.target, dtype="fp32")        # features in fp32, as the trainer reads them
+    out_dir = Path(a.out) if a.out else default_data_dir()
+    if a.corpus:
+        out = build_features(target, a.corpus, out_dir, max_seqs=a.max_seqs)
+    else:
+        prompts = Path(a.prompts) if a.prompts else assets("prompts", "train.jsonl")
+        out = build_dataset(target, prompts, out_dir, a.temperature, a.max_new_tokens, a.batch_size, limit=a.limit)
     print(f"feature cache: {out}")
 
 
@@ -54,6 +63,7 @@ def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--n-layers", type=int, default=None, help="draft layers (default 1)")
     ap.add_argument("--draft-vocab", type=int, default=None)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--target", default=None, help="a local HF causal-LM folder or .gguf (default: embedded SmolLM2)")
 
 
 def run_train(a: argparse.Namespace) -> None:
@@ -62,7 +72,7 @@ def run_train(a: argparse.Namespace) -> None:
     if bad or not algos:
         raise ValueError(f"unknown algorithm(s) {bad}: choose from {', '.join(ALGOS)} or 'all'")
     set_threads(a.threads)
-    target = load_target(dtype="fp32")            # training runs in fp32 (CUDA when there is one)
+    target = load_target(a.target, dtype="fp32")  # training runs in fp32 (CUDA when there is one)
     tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
                      ckpt_every=a.ckpt_every)
     over = {k: v for k, v in (("n_layers", a.n_layers), ("draft_vocab", a.draft_vocab)) if v is not None}

@@ -1,4 +1,4 @@
-"""Training settings of a drafter (frozen dataclass; the loss weights and decay follow DESIGN.md)."""
+"""Training settings of a drafter (frozen dataclass; the loss weights and position decay follow the paper, §3.3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,6 +15,6 @@ class TrainConfig:
     w_ce: float = 0.1
     w_l1: float = 0.9
     w_conf: float = 1.0
-    decay: float = 4.0                   # w_k = exp(−(k−1)/decay)
+    decay: float | None = None           # w_k = exp(−(k−1)/decay); None: decay = γ (the paper)
     seed: int = 0
     ckpt_every: int = 200

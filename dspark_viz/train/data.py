@@ -1,15 +1,22 @@
-"""Training data: target-regenerated responses, then one pass that caches target features.
+"""The feature cache: target features of every corpus sequence, sharded and memory-mapped.
 
-Legend: n sequence length (prompt + response), m feature layers, d hidden size.
+Legend: n sequence length (prompt + answer), T tokens in a shard, S sequences in a shard,
+m feature layers, d hidden size.
 
-Per batch of prompts (one shard each, so an interrupted run resumes at the next shard):
-1. the target answers through its chat template (T = 0.7, batched, left-padded, finished rows
-   leave the batch);
-2. one forward over prompt + response stores, in a safetensors shard,
-        feats (n, m·d) fp16 — raw outputs of the chosen target layers,
-        hidden (n, d) fp16 — the final-norm hidden state (the LM head's input),
-        lse (n,) fp32 — log Σ_v exp(logit_v) over the full vocabulary, so p_target restricted to
-        any draft vocabulary is exp(hidden·W_v − lse) exactly without the full LM head later.
+A corpus (train/corpus.py: prompt and answer token ids) is fed through the target once; each shard
+(``feat_00000.pt``, tensors only, read back with ``torch.load(weights_only=True, mmap=True)``) holds
+
+    ids (T,) int32          the sequences, concatenated
+    feats (T, m·d) fp16     raw outputs of the chosen target layers
+    hidden (T, d) fp16      the final-norm hidden state (the LM head's input)
+    lse (T,) fp32           log Σ_v exp(logit_v) over the full vocabulary, so p_target restricted to any
+                            draft vocabulary is exp(hidden·W_v − lse) exactly without the LM head later
+    offsets (S+1,) int64    sequence s is rows offsets[s]:offsets[s+1]
+    prompt_len (S,) int32   and its first prompt_len rows are the prompt
+    domain (S,) uint8       index into train.corpus.DOMAINS
+
+The cache is rebuilt from the corpus at will (``$DSPARK_CACHE/data/…``); the trainer maps shards
+instead of reading them into memory (≈ 7 KB a token: 2M tokens would not fit in RAM).
 """
 from __future__ import annotations
 
@@ -22,106 +29,150 @@ from tqdm import tqdm
 
 from ..prompts import load_prompts
 from ..settings import cache_dir
+from . import corpus as corpus_mod
 
-
-def sample_batch(target, prompts: list[list[int]], temperature: float, max_new_tokens: int,
-                 generator: torch.Generator) -> list[list[int]]:
-    """Batched sampling (left-padded); finished rows leave the batch so no step is wasted."""
-    model = target.model
-    pad = min(target.stop_ids) if target.stop_ids else 0
-    B, L = len(prompts), max(map(len, prompts))
-    inp = torch.tensor([[pad] * (L - len(x)) + x for x in prompts])                       # (B, L)
-    att = torch.tensor([[0] * (L - len(x)) + [1] * len(x) for x in prompts])
-    pos = (att.cumsum(-1) - 1).clamp_min(0)
-    cache = target.new_cache()
-    out = model(input_ids=inp, attention_mask=att, position_ids=pos, cache=cache, use_cache=True, logits_to_keep=1)
-    live = torch.arange(B)                                   # original row of each live batch row
-    resp: list[list[int]] = [[] for _ in range(B)]
-    p_last = pos[:, -1:]
-    for _ in range(max_new_tokens):
-        probs = torch.softmax(out.logits[:, -1].float() / max(temperature, 1e-6), -1)     # (b, V)
-        nxt = torch.multinomial(probs, 1, generator=generator)                            # (b, 1)
-        keep = []
-        for i, (row, t) in enumerate(zip(live.tolist(), nxt[:, 0].tolist())):
-            resp[row].append(t)
-            if t not in target.stop_ids:
-                keep.append(i)
-        if not keep:
-            break
-        if len(keep) < len(live):
-            k = torch.tensor(keep)
-            cache.batch_select_indices(k)
-            live, nxt, att, p_last = live[k], nxt[k], att[k], p_last[k]
-        att = torch.cat([att, torch.ones(len(live), 1, dtype=att.dtype)], 1)
-        p_last = p_last + 1
-        out = model(input_ids=nxt, attention_mask=att, position_ids=p_last, cache=cache, use_cache=True)
-    return resp
-
-
-def build_dataset(target, prompts_path: str | Path, out_dir: str | Path, temperature: float = 0.7,
-                  max_new_tokens: int = 160, batch_size: int = 32, seed: int = 0, limit: int | None = None,
-                  feat_batch: int = 8) -> Path:
-    """Generate responses and cache their features, one shard per batch of prompts; resumable.
-    Each shard holds ids/feats/hidden/lse per sequence; ``index.json`` lists the finished shards."""
-    from safetensors.torch import save_file
-
-    recs = load_prompts(prompts_path, limit=limit)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    n_shards = (len(recs) + batch_size - 1) // batch_size
-    bar = tqdm(total=len(recs), desc="data", unit="prompt")
-    n_tok, t0 = 0, time.perf_counter()
-    for s in range(n_shards):
-        path = out_dir / f"shard_{s:05d}.safetensors"
-        batch = [(f"{i:06d}", recs[i]) for i in range(s * batch_size, min(len(recs), (s + 1) * batch_size))]
-        if path.exists():
-            bar.update(len(batch))
-            continue
-        g = torch.Generator().manual_seed(seed * 1_000_003 + s)
-        prompts = [target.chat_ids(r["turns"][0]) for _, r in batch]
-        with torch.inference_mode():
-            resps = sample_batch(target, prompts, temperature, max_new_tokens, g)
-        tensors, meta = {}, []
-        seqs = [p + r for p, r in zip(prompts, resps)]
-        for b in range(0, len(seqs), feat_batch):
-            for (rid, r), p, seq, out in zip(batch[b:b + feat_batch], prompts[b:b + feat_batch],
-                                             seqs[b:b + feat_batch], _features_batch(target, seqs[b:b + feat_batch])):
-                tensors[f"{rid}.ids"] = torch.tensor(seq, dtype=torch.int32)
-                tensors[f"{rid}.feats"], tensors[f"{rid}.hidden"], tensors[f"{rid}.lse"] = out
-                meta.append({"id": rid, "domain": r.get("domain", "mixed"), "n": len(seq), "prompt_len": len(p)})
-        n_tok += sum(map(len, resps))
-        save_file(tensors, str(path) + ".tmp", metadata={"index": json.dumps(meta)})
-        Path(str(path) + ".tmp").rename(path)
-        _write_index(target, out_dir)
-        bar.update(len(batch))
-        bar.set_postfix(tok_s=f"{n_tok / (time.perf_counter() - t0):.0f}")
-    bar.close()
-    return out_dir
-
-
-def _write_index(target, out_dir: Path) -> None:
-    index = {"target": target.name, "vocab_hash": target.vocab_hash, "feature_layers": target.feature_layers,
-             "hidden_size": target.hidden_size, "shards": sorted(p.name for p in out_dir.glob("shard_*.safetensors"))}
-    (out_dir / "index.json").write_text(json.dumps(index, indent=1))
+FORMAT = 2
 
 
 @torch.inference_mode()
 def _features_batch(target, seqs: list[list[int]]):
     """Right-padded batch forward → per sequence (feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,) fp32)."""
     L = max(map(len, seqs))
-    pad = 0
-    inp = torch.tensor([s + [pad] * (L - len(s)) for s in seqs], device=target.device)    # (b, L)
+    inp = torch.tensor([s + [0] * (L - len(s)) for s in seqs], device=target.device)      # (b, L)
     att = torch.tensor([[1] * len(s) + [0] * (L - len(s)) for s in seqs], device=target.device)
     out = target.model(input_ids=inp, attention_mask=att, output_hidden_states=True, use_cache=False)
     hs = out.hidden_states
     feats = torch.cat([hs[l] for l in target.feature_layers], dim=-1)                    # (b, L, m·d)
     lse = torch.logsumexp(out.logits.float(), dim=-1)                                    # (b, L)
-    res = []
-    for i, s in enumerate(seqs):
-        n = len(s)
-        res.append((feats[i, :n].half().cpu().contiguous(), hs[-1][i, :n].half().cpu().contiguous(),
-                    lse[i, :n].float().cpu().contiguous()))
-    return res
+    return [(feats[i, :len(s)].half().cpu().contiguous(), hs[-1][i, :len(s)].half().cpu().contiguous(),
+             lse[i, :len(s)].float().cpu().contiguous()) for i, s in enumerate(seqs)]
+
+
+def build_features(target, corpus_dir: str | Path, out_dir: str | Path, seqs_per_shard: int = 256,
+                   feat_batch: int = 8, max_seqs: int | None = None, max_len: int | None = None,
+                   finished_only: bool = True) -> Path:
+    """Features of every finished corpus answer (every answer with ``finished_only=False``), one shard per
+    ``seqs_per_shard`` sequences; resumable."""
+    man = corpus_mod.load_manifest(corpus_dir)
+    if man is None:
+        raise ValueError(f"no corpus in {corpus_dir} (manifest.json missing)")
+    if man["settings"]["vocab_hash"] != target.vocab_hash:
+        raise ValueError(f"the corpus in {corpus_dir} was made by another target "
+                         f"({man['settings']['target']}), not {target.name}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    max_len = max_len or target.max_context
+    recs = [(p, a, d) for p, a, d in corpus_mod.iter_corpus(corpus_dir, finished_only)
+            if len(p) + len(a) <= max_len]
+    recs = recs[:max_seqs] if max_seqs else recs
+    n_shards = (len(recs) + seqs_per_shard - 1) // seqs_per_shard
+    bar = tqdm(total=len(recs), desc="features", unit="seq")
+    t0 = time.perf_counter()
+    write_index(target, out, corpus_dir, 0.0)
+    for s in range(n_shards):
+        path = out / f"feat_{s:05d}.pt"
+        chunk = recs[s * seqs_per_shard:(s + 1) * seqs_per_shard]
+        if not path.exists():
+            rows = []
+            order = sorted(range(len(chunk)), key=lambda i: len(chunk[i][0]) + len(chunk[i][1]))  # less padding
+            for b in range(0, len(order), feat_batch):
+                idx = order[b:b + feat_batch]
+                rows += zip(idx, _features_batch(target, [chunk[i][0] + chunk[i][1] for i in idx]))
+            rows.sort(key=lambda r: r[0])
+            save_shard(path, [{"ids": p + a, "prompt_len": len(p), "domain": d, "feats": f, "hidden": h, "lse": l}
+                              for (p, a, d), (_, (f, h, l)) in zip(chunk, rows)])
+        write_index(target, out, corpus_dir, time.perf_counter() - t0)
+        bar.update(len(chunk))
+    bar.close()
+    return out
+
+
+def save_shard(path: Path, seqs: list[dict]) -> None:
+    """One shard from sequences {ids (list), prompt_len, domain, feats (n, m·d), hidden (n, d), lse (n,)}."""
+    lens = torch.tensor([len(q["ids"]) for q in seqs])
+    shard = {"ids": torch.tensor([t for q in seqs for t in q["ids"]], dtype=torch.int32),
+             "feats": torch.cat([q["feats"].half() for q in seqs]), "hidden": torch.cat([q["hidden"].half() for q in seqs]),
+             "lse": torch.cat([q["lse"].float() for q in seqs]),
+             "offsets": torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)]),
+             "prompt_len": torch.tensor([q["prompt_len"] for q in seqs], dtype=torch.int32),
+             "domain": torch.tensor([corpus_mod.DOMAINS.index(q["domain"]) for q in seqs], dtype=torch.uint8)}
+    torch.save(shard, str(path) + ".tmp")
+    Path(str(path) + ".tmp").replace(path)
+
+
+def write_index(target, out_dir: Path, corpus_dir, seconds: float) -> None:
+    shards = sorted(p.name for p in out_dir.glob("feat_*.pt"))
+    index = {"format": FORMAT, "target": target.name, "vocab_hash": target.vocab_hash,
+             "feature_layers": target.feature_layers, "hidden_size": target.hidden_size, "corpus": str(corpus_dir),
+             "shards": shards, "bytes": sum((out_dir / s).stat().st_size for s in shards),
+             "build_seconds_last_run": round(seconds, 1)}
+    tmp = out_dir / "index.json.tmp"
+    tmp.write_text(json.dumps(index, indent=1))
+    tmp.replace(out_dir / "index.json")
+
+
+def build_dataset(target, prompts_path: str | Path, out_dir: str | Path, temperature: float = 0.7,
+                  max_new_tokens: int = 160, batch_size: int = 32, seed: int = 0, limit: int | None = None,
+                  feat_batch: int = 8, token_budget: int | None = None) -> Path:
+    """Prompts → the target's answers (a corpus in ``out_dir/corpus``) → the feature cache in ``out_dir``.
+    ``limit`` takes the first prompts of the file; both steps are resumable."""
+    recs = load_prompts(prompts_path, limit=limit)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pfile = out / "prompts.jsonl"
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs)
+    if not pfile.exists() or pfile.read_text(encoding="utf-8") != text:
+        pfile.write_text(text, encoding="utf-8")
+    corpus_mod.make_answers(target, [pfile], out / "corpus", token_budget, batch_size, temperature,
+                            max_new_tokens, seed, shuffle=False)
+    return build_features(target, out / "corpus", out, feat_batch=feat_batch)
+
+
+class FeatureStore:
+    """The feature cache, memory-mapped: ``seqs`` is a list of dicts of views
+    (ids (n,) int64, feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,), n, prompt_len, domain, id).
+
+    ``refresh()`` maps shards written since (feature building may still be running)."""
+
+    def __init__(self, feat_dir: str | Path, limit: int | None = None):
+        self.feat_dir, self.limit = Path(feat_dir), limit
+        if not (self.feat_dir / "index.json").exists():
+            raise FileNotFoundError(f"no feature cache at {self.feat_dir}: run `dspark-viz data` first")
+        self.seqs: list[dict] = []
+        self.loaded: set[str] = set()
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Map shards not mapped yet; returns how many sequences were added."""
+        self.index = json.loads((self.feat_dir / "index.json").read_text())
+        if self.index.get("format") != FORMAT:
+            raise ValueError(f"{self.feat_dir} holds a feature cache of an older format: delete it and run "
+                             "`dspark-viz data` again (it is rebuilt from the corpus)")
+        before = len(self.seqs)
+        for name in self.index["shards"]:
+            if name in self.loaded or (self.limit and len(self.seqs) >= self.limit):
+                continue
+            sh = torch.load(self.feat_dir / name, weights_only=True, mmap=True)
+            off, pl = sh["offsets"].tolist(), sh["prompt_len"].tolist()
+            ids = sh["ids"].long()                                   # small: kept in memory
+            for i in range(len(pl)):
+                a, b = off[i], off[i + 1]
+                if b - a - pl[i] < 3 or (self.limit and len(self.seqs) >= self.limit):
+                    continue
+                self.seqs.append({"id": f"{name}:{i}", "n": b - a, "prompt_len": pl[i],
+                                  "domain": corpus_mod.DOMAINS[int(sh["domain"][i])], "ids": ids[a:b],
+                                  "feats": sh["feats"][a:b], "hidden": sh["hidden"][a:b], "lse": sh["lse"][a:b]})
+            self.loaded.add(name)
+        return len(self.seqs) - before
+
+    def split(self, val_frac: float = 0.03) -> tuple[list[dict], list[dict]]:
+        """Deterministic split: every ⌈1/val_frac⌉-th sequence is held out."""
+        every = max(2, round(1 / val_frac))
+        return ([s for i, s in enumerate(self.seqs) if i % every != every - 1],
+                [s for i, s in enumerate(self.seqs) if i % every == every - 1])
+
+    def n_tokens(self) -> int:
+        return sum(s["n"] - s["prompt_len"] for s in self.seqs)
 
 
 def default_data_dir() -> Path:

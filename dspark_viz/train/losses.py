@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 
 
-def position_weights(gamma: int, decay: float = 4.0, device=None) -> torch.Tensor:
-    """w_k = exp(−(k−1)/decay), k = 1..γ → (γ,)."""
-    return torch.exp(-torch.arange(gamma, dtype=torch.float32, device=device) / decay)
+def position_weights(gamma: int, decay: float | None = None, device=None) -> torch.Tensor:
+    """w_k = exp(−(k−1)/decay), k = 1..γ → (γ,); decay defaults to γ (paper §3.3)."""
+    return torch.exp(-torch.arange(gamma, dtype=torch.float32, device=device) / (decay or gamma))
 
 
 def valid_prefix(valid: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,8 @@ d hidden size, V_d draft vocabulary, k 1-based slot.
 Anchors are sampled inside the assistant span (P ≤ p ≤ n−2); block slot k predicts x_{p+k}
 with the teacher-forced previous token x_{p+k−1}; the target distribution for slot k comes from
 the cached final-norm hidden state at position p+k−1. The same data, steps and optimiser for
-every algorithm: dspark (Markov), dspark-rnn, dflash (no heads, CE only), eagle (unrolled γ steps).
+every algorithm, and the same losses (0.1·CE + 0.9·L1, w_k = exp(−(k−1)/γ)); DSpark adds its confidence
+term. dspark (Markov), dspark-rnn, dflash (no heads), eagle (unrolled γ steps).
 """
 from __future__ import annotations
 
@@ -23,50 +24,8 @@ from tqdm import tqdm
 from ..drafters.config import DrafterConfig
 from ..drafters.neural import build_model, init_from_target, load_drafter_file, save_drafter
 from .config import TrainConfig
+from .data import FeatureStore
 from .losses import drafter_loss, position_weights, target_probs, valid_prefix
-
-
-class FeatureStore:
-    """Cached sequences in memory: ids (n,), feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,).
-
-    ``refresh()`` loads shards written since (data generation may still be running): training can
-    start on the first shards and pick up the rest at every checkpoint."""
-
-    def __init__(self, feat_dir: str | Path, limit: int | None = None):
-        self.feat_dir, self.limit = Path(feat_dir), limit
-        if not (self.feat_dir / "index.json").exists():
-            raise FileNotFoundError(f"no feature cache at {self.feat_dir}: run `dspark-viz data` first")
-        self.seqs: list[dict] = []
-        self.loaded: set[str] = set()
-        self.refresh()
-
-    def refresh(self) -> int:
-        """Load shards not loaded yet; returns how many sequences were added."""
-        from safetensors import safe_open
-
-        self.index = json.loads((self.feat_dir / "index.json").read_text())
-        before = len(self.seqs)
-        for shard in self.index["shards"]:
-            if shard in self.loaded or (self.limit and len(self.seqs) >= self.limit):
-                continue
-            with safe_open(str(self.feat_dir / shard), "pt") as f:
-                for m in json.loads(f.metadata()["index"]):
-                    if m["n"] - m["prompt_len"] < 3 or (self.limit and len(self.seqs) >= self.limit):
-                        continue
-                    k = m["id"]
-                    self.seqs.append(dict(m, ids=f.get_tensor(f"{k}.ids").long(), feats=f.get_tensor(f"{k}.feats"),
-                                          hidden=f.get_tensor(f"{k}.hidden"), lse=f.get_tensor(f"{k}.lse")))
-            self.loaded.add(shard)
-        return len(self.seqs) - before
-
-    def split(self, val_frac: float = 0.03) -> tuple[list[dict], list[dict]]:
-        """Deterministic split by id hash."""
-        val = [s for s in self.seqs if (int(s["id"]) * 2654435761) % 1000 < val_frac * 1000]
-        ids = {s["id"] for s in val}
-        return [s for s in self.seqs if s["id"] not in ids], val
-
-    def n_tokens(self) -> int:
-        return sum(s["n"] - s["prompt_len"] for s in self.seqs)
 
 
 def build_draft_vocab(seqs: list[dict], size: int, must: set[int] | frozenset[int] = frozenset(),
@@ -171,8 +130,7 @@ def eagle_forward(model, s: dict, anchors: torch.Tensor):
 
 
 def loss_weights(algo: str, tc: TrainConfig) -> dict:
-    if algo == "dflash":
-        return dict(w_ce=1.0, w_l1=0.0, w_conf=0.0)
+    """The same CE + L1 terms for every drafter; only DSpark has a confidence head to train."""
     return dict(w_ce=tc.w_ce, w_l1=tc.w_l1, w_conf=tc.w_conf if algo.startswith("dspark") else 0.0)
 
 
@@ -198,6 +156,8 @@ def lr_at(step: int, tc: TrainConfig) -> float:
 
 @torch.no_grad()
 def evaluate(model, val: list[dict], tc: TrainConfig, n: int = 48) -> dict:
+    if not val:
+        return {}
     gen = torch.Generator().manual_seed(1234)
     _, st = batch_loss(model, val[:n], tc, gen)
     return st

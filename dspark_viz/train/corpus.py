@@ -1,0 +1,172 @@
+"""The training corpus: the target's own answers to the training prompts, as token ids, sharded.
+
+Legend: N records in a shard, P / A total prompt / answer tokens in a shard.
+
+The paper (§4.1) trains on prompts whose answers the target regenerates, so drafters learn the target's
+own continuations. ``make_answers`` samples those answers in batches (``sample.sample_rows``) and writes
+one compressed shard per batch, resumable, until a budget of answer tokens that end on the target's stop
+token is reached. A shard (``shard_00000.npz``, numpy arrays, no pickle):
+
+    prompt (P,) / answer (A,)        token ids, concatenated; uint16 when the vocabulary fits, else int32
+    prompt_len (N,) / answer_len (N,)  lengths, to split them again
+    finished (N,) bool               the answer ends on a stop token (only these are trained on)
+    domain (N,) uint8                index into the manifest's ``domains``
+    source (N,) int32                index of the prompt in the manifest's prompt order
+
+``manifest.json`` holds the settings, the target's name and vocabulary hash, the prompt files (with their
+SHA-256) and one line per shard. Features for training are a separate, rebuildable cache (train/data.py).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .sample import sample_rows
+
+DOMAINS = ("math", "code", "chat", "mixed")
+
+
+def read_prompt_records(path: str | Path) -> list[dict]:
+    """Records of a JSONL prompt file, plain or gzip (``{"turns": [...], "domain"?: ...}``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"prompt file not found: {p}")
+    with (gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" else p.open(encoding="utf-8")) as f:
+        recs = [json.loads(line) for line in f if line.strip()]
+    for r in recs:
+        if not r.get("turns") or not isinstance(r["turns"][0], str):
+            raise ValueError(f"{p}: a record without a first user turn: {str(r)[:80]}")
+    return recs
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def prompt_order(files: list[Path], seed: int, shuffle: bool = True) -> list[dict]:
+    """All records of all files, in one seeded shuffle or in file order (shard s takes the s-th batch)."""
+    recs = [r for f in files for r in read_prompt_records(f)]
+    if not shuffle:
+        return recs
+    order = np.random.default_rng(seed).permutation(len(recs))
+    return [recs[i] for i in order]
+
+
+def load_manifest(out_dir: str | Path) -> dict | None:
+    p = Path(out_dir) / "manifest.json"
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, token_budget: int | None,
+                 batch_size: int = 128, temperature: float = 0.7, max_new_tokens: int = 384,
+                 seed: int = 0, shuffle: bool = True) -> dict:
+    """Sample answers shard by shard until ``token_budget`` finished answer tokens (None: every prompt
+    once); resumable.
+
+    Sampling: T = 0.7, no top-p / top-k, no repetition penalty — between the two temperatures drafters
+    are evaluated at (T = 0, T = 1); a greedy 135M model loops into long repeated spans, and at T = 1
+    long answers drift. Answers cut by ``max_new_tokens`` are kept in the shard, flagged unfinished."""
+    files = [Path(f) for f in prompt_files]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {"target": target.name, "vocab_hash": target.vocab_hash, "temperature": temperature,
+                "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "max_new_tokens": max_new_tokens,
+                "batch_size": batch_size, "seed": seed, "shuffle": shuffle,
+                "prompt_files": [{"name": f.name, "sha256": _sha256(f)} for f in files]}
+    man = load_manifest(out)
+    if man is not None and man["settings"] != settings:
+        diff = sorted(k for k in settings if man["settings"].get(k) != settings[k])
+        raise ValueError(f"{out} holds a corpus made with other settings ({', '.join(diff)}): "
+                         "use another --out or the same settings")
+    man = man or {"settings": settings, "domains": list(DOMAINS), "shards": []}
+    recs = prompt_order(files, seed, shuffle)
+    dt = np.uint16 if target.vocab_size <= 65536 else np.int32
+    done_tokens = sum(s["finished_tokens"] for s in man["shards"])
+    budget = token_budget if token_budget is not None else float("inf")
+    bar = tqdm(total=token_budget or len(recs), desc="answers", unit="tok" if token_budget else "prompt")
+    bar.update(min(done_tokens, token_budget) if token_budget else sum(s["n"] for s in man["shards"]))
+    s = len(man["shards"])
+    while done_tokens < budget and s * batch_size < len(recs):
+        batch = list(range(s * batch_size, min(len(recs), (s + 1) * batch_size)))
+        prompts = [target.chat_ids(recs[i]["turns"][0]) for i in batch]
+        g = torch.Generator().manual_seed(seed * 1_000_003 + s)
+        t0 = time.perf_counter()
+        answers = sample_rows(target, prompts, temperature, max_new_tokens, g)
+        secs = time.perf_counter() - t0
+        fin = np.array([bool(a) and a[-1] in target.stop_ids for a in answers])
+        name = f"shard_{s:05d}.npz"
+        tmp = out / (name + ".tmp.npz")
+        np.savez_compressed(
+            tmp, prompt=np.concatenate([np.asarray(p, dt) for p in prompts]),
+            answer=np.concatenate([np.asarray(a, dt) for a in answers]),
+            prompt_len=np.array([len(p) for p in prompts], np.int32),
+            answer_len=np.array([len(a) for a in answers], np.int32), finished=fin,
+            domain=np.array([DOMAINS.index(recs[i].get("domain", "mixed")) if recs[i].get("domain") in DOMAINS
+                             else DOMAINS.index("mixed") for i in batch], np.uint8),
+            source=np.array(batch, np.int32))
+        tmp.replace(out / name)
+        fin_tok = int(sum(len(a) for a, f in zip(answers, fin) if f))
+        man["shards"].append({"file": name, "n": len(batch), "finished": int(fin.sum()),
+                              "finished_tokens": fin_tok, "answer_tokens": int(sum(map(len, answers))),
+                              "seconds": round(secs, 1)})
+        _write_json(out / "manifest.json", man)
+        done_tokens += fin_tok
+        bar.update(min(fin_tok, max(token_budget - bar.n, 0)) if token_budget else len(batch))
+        s += 1
+    bar.close()
+    return summary(man)
+
+
+def summary(man: dict) -> dict:
+    sh = man["shards"]
+    secs = sum(s["seconds"] for s in sh)
+    tok = sum(s["answer_tokens"] for s in sh)
+    return {"shards": len(sh), "answers": sum(s["n"] for s in sh), "finished": sum(s["finished"] for s in sh),
+            "finished_tokens": sum(s["finished_tokens"] for s in sh), "answer_tokens": tok,
+            "seconds": round(secs, 1), "tokens_per_s": round(tok / secs, 1) if secs else None}
+
+
+def iter_corpus(out_dir: str | Path, finished_only: bool = True) -> Iterator[tuple[list[int], list[int], str]]:
+    """(prompt ids, answer ids, domain) for every answer of the corpus, shard by shard."""
+    out = Path(out_dir)
+    man = load_manifest(out)
+    if man is None:
+        raise ValueError(f"no corpus in {out} (manifest.json missing): build one with `dspark-viz corpus answers`")
+    for sh in man["shards"]:
+        with np.load(out / sh["file"], allow_pickle=False) as z:
+            pe, ae = np.cumsum(z["prompt_len"]), np.cumsum(z["answer_len"])
+            for i in range(len(pe)):
+                if finished_only and not z["finished"][i]:
+                    continue
+                p = z["prompt"][pe[i] - z["prompt_len"][i]:pe[i]].tolist()
+                a = z["answer"][ae[i] - z["answer_len"][i]:ae[i]].tolist()
+                yield p, a, man["domains"][int(z["domain"][i])]
+
+
+def repeated_span_share(out_dir: str | Path, span: int = 32) -> float:
+    """Share of finished answers in which some span of ``span`` tokens occurs twice (a loop)."""
+    n = rep = 0
+    for _, a, _ in iter_corpus(out_dir):
+        n += 1
+        seen: set[tuple[int, ...]] = set()
+        for i in range(len(a) - span + 1):
+            w = tuple(a[i:i + span])
+            if w in seen:
+                rep += 1
+                break
+            seen.add(w)
+    return rep / n if n else 0.0

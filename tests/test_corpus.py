@@ -1,0 +1,145 @@
+"""Training corpus: the data sampler, Magpie-style prompts and their filters, answer shards, the feature cache."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dspark_viz.model.toy import tiny_llama_target
+from dspark_viz.train import corpus, magpie
+from dspark_viz.train.data import FeatureStore, build_features
+from dspark_viz.train.sample import next_tokens, sample_rows
+
+
+def test_next_tokens_greedy_and_exact_distribution():
+    logits = torch.tensor([[0.0, 2.0, -1.0, 1.0]]).repeat(40_000, 1)               # (b, V)
+    assert next_tokens(logits[:3], 0.0, torch.Generator()).tolist() == [1, 1, 1]
+    g = torch.Generator().manual_seed(0)
+    draws = next_tokens(logits, 0.7, g)
+    freq = torch.bincount(draws, minlength=4).double() / len(draws)
+    p = torch.softmax(logits[0].double() / 0.7, -1)
+    se = (p * (1 - p) / len(draws)).sqrt()
+    assert ((freq - p).abs() < 5 * se + 1e-9).all(), (freq, p)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return tiny_llama_target(vocab_size=32, hidden_size=32, n_layers=3, eos=31)
+
+
+def test_sample_rows_stops_and_keeps_rows_apart(toy):
+    g = torch.Generator().manual_seed(0)
+    out = sample_rows(toy, [[1, 2, 3], [4, 5]], 1.0, 20, g)
+    assert len(out) == 2
+    for r in out:
+        assert 1 <= len(r) <= 20
+        assert all(t not in toy.stop_ids for t in r[:-1])        # a stop token ends the row
+    greedy = sample_rows(toy, [[1, 2, 3], [4, 5]], 0.0, 12, g)
+    alone = sample_rows(toy, [[4, 5]], 0.0, 12, g)
+    assert greedy[1] == alone[0]                                  # left padding does not change a row
+    with pytest.raises(ValueError):
+        sample_rows(toy, [[]], 1.0, 4, g)
+
+
+def test_clean_filters():
+    assert magpie.clean("What is the sum of 17 and 25, and how do I check it?") is not None
+    assert magpie.clean("too short") is None
+    assert magpie.clean("Sure! Here is the answer you asked for, with all the details.") is None
+    assert magpie.clean("Wie kann ich die Summe von zwei Zahlen in Python berechnen, bitte?") is None
+    assert magpie.clean("Что такое рекурсия и как её использовать в Python для задач?") is None
+
+
+def test_near_duplicates_and_contamination():
+    nd = magpie.NearDuplicates()
+    a = "Write a Python function that returns the largest number in a list of integers."
+    assert not nd.seen(a)
+    assert nd.seen("Write a Python function that returns the largest number in a list of integers!")
+    assert not nd.seen("Explain how photosynthesis turns light into chemical energy in plants.")
+    bench = ["Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins."]
+    c = magpie.Contamination(bench)
+    assert c.hits("Tell me: janet's ducks lay 16 eggs per day. She eats three for breakfast every day.")
+    assert not c.hits("A farmer has 12 cows and buys 5 more. How many cows does the farmer have now?")
+
+
+def test_plan_follows_the_mix():
+    plan = magpie.plan_steers(40, 100, seed=1)
+    doms = [d for batch in plan for d, _ in batch]
+    for d, share in magpie.MIX.items():
+        assert abs(doms.count(d) / len(doms) - share) < 0.03
+    assert all(o in magpie.STEERS[d][1] for batch in plan for d, o in batch)
+
+
+def test_filter_prompts_counts(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    rows = [{"domain": "math", "opening": "", "text": "How many apples are left if I eat 3 of 10 apples?", "closed": True},
+            {"domain": "math", "opening": "", "text": "How many apples are left if I eat 3 of 10 apples?", "closed": True},
+            {"domain": "code", "opening": "", "text": "Write a function that reverses a string in Python.", "closed": True},
+            {"domain": "chat", "opening": "", "text": "Give me five ideas for a rainy weekend at home", "closed": False},
+            {"domain": "chat", "opening": "", "text": "ok", "closed": True},
+            {"domain": "chat", "opening": "", "text": "Compose an engaging travel blog post about a recent trip to "
+             "Hawaii, highlighting cultural experiences.", "closed": True}]
+    with gzip.open(raw / "raw_00000.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    avoid = ["Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences "
+             "and must-see attractions."]
+    counts = magpie.filter_prompts(raw, tmp_path / "suite.jsonl.gz", avoid)
+    assert counts["generated"] == 6 and counts["kept"] == 2 and counts["duplicate"] == 1
+    assert counts["unclosed"] == 1 and counts["filtered"] == 1 and counts["contaminated"] == 1
+    recs = corpus.read_prompt_records(tmp_path / "suite.jsonl.gz")
+    assert [r["domain"] for r in recs] == ["math", "code"] and all(r["source"] == "magpie" for r in recs)
+    with pytest.raises(ValueError):
+        magpie.filter_prompts(tmp_path / "none", tmp_path / "x.jsonl.gz")
+
+
+def _toy_prompts(toy, tmp_path, n=10):
+    p = tmp_path / "p.jsonl"
+    rng = np.random.default_rng(0)
+    p.write_text("".join(json.dumps({"turns": ["".join(rng.choice(list("abcdefgh"), 5))],
+                                     "domain": ["math", "code", "chat"][i % 3]}) + "\n" for i in range(n)))
+    return p
+
+
+def test_answers_resume_and_read_back(toy, tmp_path):
+    p = _toy_prompts(toy, tmp_path)
+    out = tmp_path / "corpus"
+    s1 = corpus.make_answers(toy, [p], out, token_budget=10, batch_size=4, max_new_tokens=16)
+    assert s1["shards"] >= 1
+    man = corpus.load_manifest(out)
+    assert man["settings"]["temperature"] == 0.7 and man["settings"]["top_p"] == 1.0
+    s2 = corpus.make_answers(toy, [p], out, token_budget=None, batch_size=4, max_new_tokens=16)
+    assert s2["answers"] == 10 and s2["shards"] == 3                # resumed: the first shards kept
+    assert corpus.load_manifest(out)["shards"][0] == man["shards"][0]
+    recs = list(corpus.iter_corpus(out, finished_only=False))
+    assert len(recs) == 10 and all(d in ("math", "code", "chat") for _, _, d in recs)
+    fin = list(corpus.iter_corpus(out))
+    assert len(fin) == s2["finished"] and all(a[-1] in toy.stop_ids for _, a, _ in fin)
+    with pytest.raises(ValueError, match="other settings"):
+        corpus.make_answers(toy, [p], out, token_budget=None, batch_size=4, max_new_tokens=16, temperature=1.0)
+    assert 0.0 <= corpus.repeated_span_share(out, span=4) <= 1.0
+
+
+def test_feature_cache_is_mapped_and_matches_a_forward(toy, tmp_path):
+    p = _toy_prompts(toy, tmp_path, n=12)
+    out = tmp_path / "corpus"
+    corpus.make_answers(toy, [p], out, token_budget=None, batch_size=6, max_new_tokens=24, temperature=1.0)
+    feat = build_features(toy, out, tmp_path / "feat", seqs_per_shard=4, finished_only=False)
+    store = FeatureStore(feat)
+    fin = list(corpus.iter_corpus(out, finished_only=False))
+    usable = [r for r in fin if len(r[1]) >= 3]
+    assert len(store.seqs) == len(usable)
+    s, (pr, an, dom) = store.seqs[0], usable[0]
+    assert s["ids"].tolist() == pr + an and s["prompt_len"] == len(pr) and s["domain"] == dom
+    with torch.inference_mode():
+        o = toy.model(input_ids=torch.tensor([pr + an]), output_hidden_states=True)
+    want = torch.cat([o.hidden_states[l] for l in toy.feature_layers], -1)[0].half()
+    assert torch.allclose(s["feats"].float(), want.float(), atol=2e-3)
+    assert torch.allclose(s["lse"], torch.logsumexp(o.logits[0].float(), -1), atol=1e-4)
+    idx = json.loads((feat / "index.json").read_text())
+    idx["format"] = 1
+    (feat / "index.json").write_text(json.dumps(idx))
+    with pytest.raises(ValueError, match="older format"):
+        FeatureStore(feat)

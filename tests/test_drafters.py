@@ -99,8 +99,10 @@ def test_target_probs_from_hidden_and_lse(tiny):
     assert torch.allclose(p[0], torch.softmax(logits, -1), atol=2e-3)
 
 
-@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "dflash", "eagle"])
-def test_loss_falls_over_50_steps(tiny, algo):
+@pytest.mark.parametrize("algo,precision", [("dspark", "fp32"), ("dspark-rnn", "fp32"), ("dflash", "fp32"),
+                                             ("eagle", "fp32"), ("dspark", "bf16"), ("eagle", "bf16")])
+def test_loss_falls_over_50_steps(tiny, algo, precision):
+    """Every drafter learns, in fp32 and under bf16 autocast (the trainer's choice on bf16-capable CPUs)."""
     t, seqs = tiny
     m = make(t, seqs, algo)
     tc = TrainConfig(blocks_per_seq=8, seqs_per_step=2)
@@ -108,7 +110,8 @@ def test_loss_falls_over_50_steps(tiny, algo):
     gen = torch.Generator().manual_seed(0)
     losses = []
     for _ in range(50):
-        loss, st = batch_loss(m, seqs[:3], tc, gen)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss, st = batch_loss(m, seqs[:3], tc, gen)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -345,3 +348,14 @@ def test_perfect_head_replay_on_a_tiny_drafter(tiny):
     assert out["rounds_replayed"] == 2 * ch["c_star"].shape[0]
     for key in ("perfect_head", "shipped_head_sts", "oracle"):
         assert all(v == v and v > 0 for v in out[key].values()), key
+
+
+def test_precision_choice():
+    from dspark_viz.train.trainer import cpu_has_bf16, resolve_precision
+
+    cpu = torch.device("cpu")
+    assert resolve_precision("fp32", cpu) == "fp32" and resolve_precision("bf16", cpu) == "bf16"
+    assert resolve_precision("auto", cpu) == ("bf16" if cpu_has_bf16() else "fp32")
+    assert resolve_precision("auto", torch.device("cuda")) == "bf16"
+    with pytest.raises(ValueError):
+        resolve_precision("fp16", cpu)

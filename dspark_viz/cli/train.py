@@ -64,6 +64,8 @@ def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--draft-vocab", type=int, default=None)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--target", default=None, help="a local HF causal-LM folder or .gguf (default: embedded SmolLM2)")
+    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
+                    help="bf16 autocast or fp32 (auto: bf16 on CUDA and on CPUs with AVX512-BF16 / AMX)")
 
 
 def run_train(a: argparse.Namespace) -> None:
@@ -74,7 +76,7 @@ def run_train(a: argparse.Namespace) -> None:
     set_threads(a.threads)
     target = load_target(a.target, dtype="fp32")  # training runs in fp32 (CUDA when there is one)
     tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
-                     ckpt_every=a.ckpt_every)
+                     ckpt_every=a.ckpt_every, precision=a.precision)
     over = {k: v for k, v in (("n_layers", a.n_layers), ("draft_vocab", a.draft_vocab)) if v is not None}
     data = Path(a.data) if a.data else default_data_dir()
     if len(algos) > 1:

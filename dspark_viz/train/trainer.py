@@ -19,13 +19,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from ..drafters.config import DrafterConfig
 from ..drafters.neural import build_model, init_from_target, load_drafter_file, save_drafter
 from .config import TrainConfig
 from .data import FeatureStore
-from .losses import drafter_loss, position_weights, target_probs, valid_prefix
+from .losses import drafter_loss, position_weights, valid_prefix
 
 
 def build_draft_vocab(seqs: list[dict], size: int, must: set[int] | frozenset[int] = frozenset(),
@@ -50,7 +51,9 @@ def _anchors(s: dict, n_blocks: int, gen: torch.Generator) -> torch.Tensor:
     return perm.sort().values                                                           # (N,)
 
 
-def _labels(model, s, anchors, gamma):
+def _label_parts(model, s, anchors, gamma):
+    """Labels of one sequence's blocks: draft-vocab labels (N, γ) (−1 outside V_d), teacher-forced previous
+    tokens (N, γ), the target's hidden (N, γ, d) and lse (N, γ) at the label's previous position, mask (N, γ)."""
     n = s["n"]
     lab_pos = anchors[:, None] + torch.arange(1, gamma + 1)                             # (N, γ)
     valid = lab_pos <= n - 1
@@ -60,12 +63,11 @@ def _labels(model, s, anchors, gamma):
     lab = model.full2draft[ids[lp]]
     lab = torch.where(lab == vd, torch.full_like(lab, -1), lab)                          # −1: outside V_d
     prev = model.full2draft[ids[lp - 1]]                                                  # teacher-forced x_{k−1}
-    p_t = target_probs(s["hidden"][lp - 1], s["lse"][lp - 1], model.W_vd)                # (N, γ, V_d)
-    return lab, prev, p_t, valid_prefix(valid)
+    return lab, prev, s["hidden"][lp - 1].float(), s["lse"][lp - 1].float(), valid_prefix(valid)
 
 
-def dspark_forward(model, s: dict, anchors: torch.Tensor):
-    """→ logits (N, γ, V_d), conf logits (N, γ) or None, labels, p_t, mask."""
+def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
+    """The parallel backbone over one sequence's blocks → h (N, γ, d)."""
     bb, g = model.backbone, model.cfg.gamma
     N, ctx_n = anchors.shape[0], int(anchors.max())
     ctx_kv = bb.context_kv(bb.fuse(s["feats"][:ctx_n].float()), torch.arange(ctx_n))
@@ -75,29 +77,11 @@ def dspark_forward(model, s: dict, anchors: torch.Tensor):
     blk = torch.arange(N).repeat_interleave(g)
     mask = torch.cat([torch.arange(ctx_n)[None, :] < a_rep[:, None],                    # context < anchor
                       blk[:, None] == blk[None, :]], 1)                                  # own block only
-    h = bb(x, pos, ctx_kv, mask).view(N, g, -1)                                          # (N, γ, d)
-    U = model.base_logits(h)
-    lab, prev, p_t, m = _labels(model, s, anchors, g)
-    conf = None
-    if model.head is None:
-        return U, conf, lab, p_t, m
-    if model.head.kind == "markov":
-        e = model.head.W1(prev)                                                         # (N, γ, r)
-        B = model.head.W2(e)
-    else:
-        state, bs, es = model.head.init_state(N), [], []
-        for k in range(g):
-            b, state, e_k = model.head.step(prev[:, k], h[:, k], state)
-            bs.append(b)
-            es.append(e_k)
-        B, e = torch.stack(bs, 1), torch.stack(es, 1)
-    if model.conf is not None:
-        conf = model.conf(h.reshape(N * g, -1), e.reshape(N * g, -1)).view(N, g)
-    return U + B, conf, lab, p_t, m
+    return bb(x, pos, ctx_kv, mask).view(N, g, -1)                                       # (N, γ, d)
 
 
-def eagle_forward(model, s: dict, anchors: torch.Tensor):
-    """Training-time test: unroll the γ draft steps exactly as at inference."""
+def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
+    """Training-time test: unroll the γ draft steps exactly as at inference → h (N, γ, d)."""
     g, n = model.cfg.gamma, s["n"]
     ids = s["ids"]
     F_ = model.fuse(s["feats"][: n - 1].float())                                         # (n−1, d)
@@ -124,9 +108,61 @@ def eagle_forward(model, s: dict, anchors: torch.Tensor):
         outs.append(o)
         Kb.append(k)
         Vb.append(v)
-    h = torch.stack(outs, 1)                                                             # (N, γ, d)
-    lab, prev, p_t, m = _labels(model, s, anchors, g)
-    return model.base_logits(h), None, lab, p_t, m
+    return torch.stack(outs, 1)                                                          # (N, γ, d)
+
+
+def vocab_weight(model, dtype: torch.dtype) -> torch.Tensor:
+    """The frozen draft-vocabulary rows of the LM head in the compute dtype, contiguous, made once per dtype
+    (casting a transposed view at every product costs more than the product itself)."""
+    cache = model.__dict__.setdefault("_vocab_weight", {})
+    W = cache.get(dtype)
+    if W is None or W.device != model.W_vd.device:
+        W = cache[dtype] = model.W_vd.detach().to(dtype).contiguous()                   # (V_d, d)
+    return W
+
+
+def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor]):
+    """Every sequence's blocks in one pass after the backbone: the backbone (or EAGLE's unroll) runs per
+    sequence, the vocabulary products, the heads and p_target once over all blocks.
+    → logits (N, γ, V_d) = U + B, conf logits (N, γ) or None, labels, p_target (N, γ, V_d), mask (N, γ)."""
+    hid = eagle_hidden if model.cfg.algo == "eagle" else dspark_hidden
+    g = model.cfg.gamma
+    h = torch.cat([hid(model, s, a) for s, a in zip(seqs, anchors)])                     # (N, γ, d)
+    lab, prev, h_t, lse, m = (torch.cat(x) for x in zip(*(_label_parts(model, s, a, g) for s, a in zip(seqs, anchors))))
+    dev = h.device.type
+    dt = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else torch.float32
+    W = vocab_weight(model, dt)
+    with torch.no_grad():
+        p_t = torch.exp(F.linear(h_t.to(dt), W).float() - lse.float()[..., None])        # (N, γ, V_d)
+    U = F.linear(h.to(dt), W)                                                            # (N, γ, V_d)
+    head = getattr(model, "head", None)
+    if head is None:
+        return U, None, lab, p_t, m
+    N = h.shape[0]
+    if head.kind == "markov":
+        e = head.W1(prev)                                                               # (N, γ, r)
+        B = head.W2(e)
+    else:
+        state, bs, es = head.init_state(N), [], []
+        for k in range(g):
+            b, state, e_k = head.step(prev[:, k], h[:, k], state)
+            bs.append(b)
+            es.append(e_k)
+        B, e = torch.stack(bs, 1), torch.stack(es, 1)
+    conf = None
+    if model.conf is not None:
+        conf = model.conf(h.reshape(N * g, -1), e.reshape(N * g, -1)).view(N, g)
+    return U + B, conf, lab, p_t, m
+
+
+def dspark_forward(model, s: dict, anchors: torch.Tensor):
+    """One sequence (DSpark / DFlash-style): → logits (N, γ, V_d), conf logits (N, γ) or None, labels, p_t, mask."""
+    return forward_blocks(model, [s], [anchors])
+
+
+def eagle_forward(model, s: dict, anchors: torch.Tensor):
+    """One sequence (EAGLE-style, unrolled): → logits (N, γ, V_d), None, labels, p_t, mask."""
+    return forward_blocks(model, [s], [anchors])
 
 
 def loss_weights(algo: str, tc: TrainConfig) -> dict:
@@ -135,16 +171,29 @@ def loss_weights(algo: str, tc: TrainConfig) -> dict:
 
 
 def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator):
-    fwd = eagle_forward if model.cfg.algo == "eagle" else dspark_forward
+    """The weighted loss over ``tc.blocks_per_seq`` random blocks of each sequence, all in one pass."""
+    anchors = [_anchors(s, tc.blocks_per_seq, gen) for s in seqs]
+    logits, conf, lab, p_t, m = forward_blocks(model, seqs, anchors)
     w = position_weights(model.cfg.gamma, tc.decay)
-    total, stats = 0.0, []
-    for s in seqs:
-        anchors = _anchors(s, tc.blocks_per_seq, gen)
-        logits, conf, lab, p_t, m = fwd(model, s, anchors)
-        loss, st = drafter_loss(logits, lab, p_t, m, w, conf, **loss_weights(model.cfg.algo, tc))
-        total = total + loss / len(seqs)
-        stats.append(st)
-    return total, {k: sum(d[k] for d in stats) / len(stats) for k in stats[0]}
+    return drafter_loss(logits, lab, p_t, m, w, conf, **loss_weights(model.cfg.algo, tc))
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX); elsewhere bf16 is slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """fp32 or bf16 for ``precision`` in {fp32, bf16, auto}; auto takes bf16 on CUDA and on bf16-capable CPUs."""
+    if precision not in ("fp32", "bf16", "auto"):
+        raise ValueError(f"precision must be fp32, bf16 or auto, got {precision!r}")
+    if precision != "auto":
+        return precision
+    return "bf16" if device.type == "cuda" or cpu_has_bf16() else "fp32"
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
@@ -264,6 +313,9 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
             return ev
 
     model.train()
+    precision = resolve_precision(tc.precision, target.device)
+    autocast = torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    card_train["precision"] = precision
     end = min(tc.steps, stop_at) if stop_at is not None else tc.steps
     while step < end:
         if minutes is not None and time.perf_counter() - t_start > minutes * 60:
@@ -271,7 +323,8 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         for gp in opt.param_groups:
             gp["lr"] = lr_at(step, tc)
         idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
-        loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen)
+        with autocast:
+            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -1,0 +1,77 @@
+"""Training throughput: positions per second of one drafter's optimiser steps on a feature cache.
+
+    .venv/bin/python benchmarks/bench_train.py --data DIR --algo dspark --precision fp32,bf16 --steps 8
+
+Positions = blocks × γ per step. Repeats alternate the precisions (interleaved), so a busy machine slows
+all of them alike; the median step time is reported. Run it on a quiet machine for figures to quote.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+
+from dspark_viz.drafters.config import DrafterConfig
+from dspark_viz.drafters.neural import build_model, init_from_target
+from dspark_viz.model.target import load_target
+from dspark_viz.train.config import TrainConfig
+from dspark_viz.train.data import FeatureStore
+from dspark_viz.train.trainer import batch_loss, build_draft_vocab
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--algo", default="dspark")
+    ap.add_argument("--precision", default="fp32,bf16")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--n-layers", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    target = load_target(dtype="fp32")
+    tr, _ = FeatureStore(a.data).split()
+    cfg = DrafterConfig.for_target(target, a.algo, n_layers=a.n_layers)
+    model = build_model(cfg, target, build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids), target.vocab_size))
+    init_from_target(model, target)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    tc = TrainConfig()
+    gen = torch.Generator().manual_seed(0)
+    precs = a.precision.split(",")
+    times: dict[str, list[float]] = {p: [] for p in precs}
+
+    def step(prec):
+        idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
+            loss, _ = batch_loss(model, [tr[i] for i in idx], tc, gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for p in precs:
+        step(p)                                              # warm-up
+    for _ in range(a.repeats):
+        for p in precs:
+            for _ in range(a.steps):
+                t0 = time.perf_counter()
+                step(p)
+                times[p].append(time.perf_counter() - t0)
+    pos = tc.seqs_per_step * tc.blocks_per_seq * cfg.gamma
+    res = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(), "algo": a.algo,
+           "n_layers": a.n_layers, "positions_per_step": pos,
+           "results": {p: {"median_ms": round(1000 * statistics.median(t), 1),
+                           "positions_per_s": round(pos / statistics.median(t))} for p, t in times.items()}}
+    print(json.dumps(res, indent=1))
+    if a.json:
+        open(a.json, "w").write(json.dumps(res, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,7 @@ from .drafters import load_drafter
 from .machine import load_target
 from .model.target import TargetModel
 from .scheduler import AsyncGlobal, FixedLength, HardwareAware, Policy, StaticThreshold, make_policy
-from .serving.profile import SPSProfile, named_profile
+from .cost import SPSProfile, named_profile
 from .trace import DraftToken, Round, Trace
 from .trace_store import load_traces, recorded_traces, save_bundle
 

@@ -7,7 +7,7 @@ Legend: γ block size, ℓ verified length, m accepted drafts, V vocabulary, T t
     rounds.trace                  # the Trace built so far (complete after the loop)
 
 ``drafter=None`` is plain autoregressive decoding through the same wrapper (rounds with ℓ = 0).
-Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (engine.profile_for) for a
+Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (model.profile.profile_for) for a
 drafter with a confidence head, FixedLength(γ) for one without.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Iterator
 
 import torch
 
-from .drafters.base import Context, Drafter
+from .model.profile import profile_for
+from .protocol import Context, Drafter
 from .sampling import probs_from_logits, sample, verify_block
 from .scheduler import FixedLength, HardwareAware
-from .serving.profile import profile_for
 from .trace import DraftToken, Round, Trace
 
 MAX_NEW_TOKENS = 4096

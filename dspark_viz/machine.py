@@ -20,7 +20,7 @@ from .fast import tune
 from .model import target as model_target
 from .prompts import load_prompts
 from .scheduler import HardwareAware
-from .serving.profile import profile_for
+from .model.profile import profile_for
 from .settings import assets
 
 DTYPES = ("float32", "bfloat16")

@@ -205,7 +205,7 @@ def _hidden_states(target, ids):
 # -- Qwen3 targets ----------------------------------------------------------------------------------
 def test_qwen3_target_loads_with_stock_forwards(qwen):
     assert qwen.config.model_type == "qwen3"
-    assert (qwen.matmul_path, qwen.layer_path) == ("stock", "stock") and qwen.attention_path == "sdpa"
+    assert (qwen.paths.matmul, qwen.paths.layers) == ("stock", "stock") and qwen.paths.attention == "sdpa"
     ids = qwen.chat_ids("Hi there")
     _, out = qwen.prefill(ids, features=True)
     hs = _hidden_states(qwen, ids)

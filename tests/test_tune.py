@@ -61,23 +61,23 @@ def test_tune_off_measures_nothing(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_paths_are_measured_once_and_taken(real_target, fresh_cache):
     t = real_target
-    if t.matmul_path == "stock":
+    if t.paths.matmul == "stock":
         pytest.skip("the fast path is off here (DSPARK_SKINNY=0 or not applicable): nothing to choose")
     t.choose_paths()
     kept = tune.read_choice()["sizes"]["float32"]
     assert set(map(int, kept["ms"])) == set(tune.SIZES) == set(map(int, kept["path"]))
     assert all(v["fast"] > 0 and v["stock"] > 0 for v in kept["ms"].values())
-    assert t.size_paths == {int(n): p for n, p in kept["path"].items()} and "measured now" in t.path_choice
+    assert t.paths.sizes == {int(n): p for n, p in kept["path"].items()} and "measured now" in t.paths.choice
     t.choose_paths()
-    assert "measured on this machine" in t.path_choice
+    assert "measured on this machine" in t.paths.choice
     # a size forced onto the stock path computes the same logits as the fast path, up to summation order
     ids = t.chat_ids("Count to five.")
     cache_a, out_a = t.prefill(ids)
-    t.size_paths = {n: "stock" for n in tune.SIZES}
+    t.paths.sizes = {n: "stock" for n in tune.SIZES}
     cache_b, out_b = t.prefill(ids)
     x = torch.tensor([ids[-4:]])
     la = t.forward(x, cache_a, choose_path=False).logits
     lb = t.forward(x, cache_b).logits
-    t.size_paths = {}
+    t.paths.sizes = {}
     assert float((la - lb).abs().max()) < 1e-3 * float(la.abs().max())
     json.dumps(tune.read_choice())                                              # the file stays plain JSON

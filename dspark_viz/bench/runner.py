@@ -126,9 +126,9 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
                                  if best_base is not None and settings.temperature == 0 else None),
             n_prompts=len(mine))
     info = machine_info(first)
-    info["paths"] = {lab or str(t.dtype).replace("torch.", ""): {"path_choice": getattr(t, "path_choice", None),
+    info["paths"] = {lab or str(t.dtype).replace("torch.", ""): {"path_choice": t.paths.choice,
                                                                "size_paths": {str(n): p for n, p in
-                                                                              sorted(getattr(t, "size_paths", {}).items())}}
+                                                                              sorted(t.paths.sizes.items())}}
                      for lab, t in targets.items()}
     info["lookup_baseline"] = best_lookup
     if len(targets) > 1:

@@ -10,8 +10,8 @@ from ..decode import check_settings, generate_rounds
 from ..drafters import NAMES, load_drafter
 from ..drafters.deepspec_config import feature_layers_for, is_drafter_dir
 from ..drafters.neural import is_card_path
-from ..scheduler import make_policy
-from ..serving.profile import named_profile
+from ..scheduler import POLICY_NAMES, make_policy
+from ..cost import named_profile
 from .common import set_threads
 
 # -- terminal colours ------------------------------------------------------------------------------
@@ -56,8 +56,7 @@ def add_generate(ap: argparse.ArgumentParser) -> None:
                     "(dspark, dspark-rnn, dflash, eagle), a drafter card FILE.json, a DeepSpec checkpoint "
                     "folder, NAME+lookup, or none for plain decoding")
     ap.add_argument("--gamma", type=int, default=None, help="block size of the lookup drafter (default 7)")
-    ap.add_argument("--policy", default="fixed", help="fixed (ℓ = γ), fixed-<ℓ>, threshold, hardware-aware, "
-                    "async-global, retrospective")
+    ap.add_argument("--policy", default="fixed", help=f"{', '.join(POLICY_NAMES)} (fixed: ℓ = γ)")
     ap.add_argument("--theta", type=float, default=0.5, help="threshold of the threshold policy")
     ap.add_argument("--sps-profile", default=None, help="SPS profile for hardware-aware / async-global: "
                     "gpu-like, jagged, cpu or a .json path (default gpu-like)")

@@ -13,7 +13,8 @@ from ..prompts import load_prompts
 from ..scheduler import HardwareAware
 from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
 from ..serving.measure import measure_draft_costs, measure_profile
-from ..serving.profile import SPSProfile, cpu_profile_file, named_profile
+from ..cost import SPSProfile, named_profile
+from ..model.profile import cpu_profile_file
 from ..serving.simulate import SWEEP_POLICIES, headline, sweep
 from ..settings import assets
 from ..trace_store import bundle_name, load_traces
@@ -42,7 +43,7 @@ def run_tune(a) -> None:
     for dt in ([a.dtype] if a.dtype else ["fp32", "bf16"]):
         t = model_target.load_target(a.target, device="cpu", dtype=dt, tune_paths=False)
         t.choose_paths(force=True)
-        log(f"{dt}: {t.path_choice}")
+        log(f"{dt}: {t.paths.choice}")
     log(f"default CPU dtype: {machine.choose_default_dtype(force=True, log=log)}")
 
 
@@ -60,7 +61,7 @@ def run_profile(a) -> None:
     if a.out is None:
         if not str(target.device).startswith("cpu"):
             raise ValueError("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
-        a.out = str(cpu_profile_file(str(target.dtype), target.matmul_path))
+        a.out = str(cpu_profile_file(str(target.dtype), target.paths.matmul))
     if a.drafters_only:
         if not Path(a.out).exists():
             raise FileNotFoundError(f"--drafters-only needs an existing profile at {a.out}: run `dspark-viz profile` first")

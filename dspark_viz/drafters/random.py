@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..sampling import probs_from_logits, sample
-from .base import Draft, Drafter
+from ..protocol import Draft, Drafter
 
 
 class RandomDrafter(Drafter):

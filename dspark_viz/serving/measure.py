@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from ..drafters import load_drafter, speed_only
-from ..drafters.base import Context
-from .profile import SPSProfile
+from ..protocol import Context
+from ..cost import SPSProfile
 
 if TYPE_CHECKING:  # pragma: no cover
     pass

@@ -4,7 +4,7 @@ of the same prompt for a tokens/s comparison.
 Legend: R concurrent requests (engine load), γ block size, ℓ verification length, m accepted drafts,
 τ committed tokens per round, T temperature, N max new tokens.
 
-Decoding is ``decode.generate_rounds`` / ``plain_generate``; the engine load is ``serving.background.LoadedPolicy``
+Decoding is ``decode.generate_rounds`` / ``plain_generate``; the engine load is ``background.LoadedPolicy``
 (Algorithm 1 on this request plus R − 1 recorded background requests). This module checks the settings, spends a
 bounded share of the time on drawing, and writes the status, the token strip, the round chart and the stats.
 """
@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 from .. import metrics
 from ..decode import generate_rounds, plain_generate
 from ..scheduler import FixedLength, HardwareAware, Policy
-from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy
+from ..background import SYNTHETIC_BACKGROUND, LoadedPolicy
 from ..trace import Trace
 from ..viz import round_view, token_strip_html
 from .inputs import check_choice, clamp, prepare_prompt

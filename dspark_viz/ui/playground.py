@@ -3,7 +3,7 @@
 Legend: R concurrent requests (engine load), γ block size, ℓ_r verification length of request r, B tokens in the
 verify forward, Θ expected throughput, SPS(B) engine steps per second.
 
-The R requests are the recorded confidence rows tiled by ``serving.background.tile_requests`` — request 0 replaced
+The R requests are the recorded confidence rows tiled by ``background.tile_requests`` — request 0 replaced
 by the user's own row when one is typed; the schedule is ``scheduler.HardwareAware``. The profile ``KNEE_PROFILE``
 is ``gpu_like`` with its knee (where extra verified tokens stop being free) set by a slider. Views are pure (same inputs → same output for every user), so they are memoised in
 ``AppResources``.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..scheduler import HardwareAware, Schedule
-from ..serving.background import tile_requests
-from ..serving.profile import SPSProfile, gpu_like
+from ..background import tile_requests
+from ..cost import SPSProfile, gpu_like
 from ..viz import admission_path_chart, chosen_lengths_chart, sps_chart
 from .inputs import check_choice, clamp, parse_confidences
 from .resources import AppResources

@@ -21,7 +21,7 @@ import numpy as np
 from ..calibration import calibration_report, fit_sts, rollouts_from_traces
 from ..drafters import load_drafter
 from ..machine import load_target
-from ..serving.profile import SPSProfile, gpu_like, jagged, named_profile
+from ..cost import SPSProfile, gpu_like, jagged, named_profile
 from ..settings import assets
 from ..synthetic import synthetic_traces
 from ..trace import Trace
@@ -256,7 +256,7 @@ def drafters_md(res: AppResources) -> str:
     t = res.target
     if t is not None:                       # what the live decode runs on: device, dtype, few-token paths
         line += (f" Target: {md_escape(str(t.name))} on {t.device} in {str(t.dtype).replace('torch.', '')}"
-                 f" · few-token forwards: {md_escape(str(getattr(t, 'path_choice', 'stock path')))}.")
+                 f" · few-token forwards: {md_escape(str(getattr(getattr(t, 'paths', None), 'choice', 'stock path')))}.")
     return line
 
 

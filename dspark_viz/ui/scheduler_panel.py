@@ -6,8 +6,8 @@ from typing import Sequence
 
 from .. import viz
 from ..scheduler import HardwareAware, Schedule
-from ..serving.background import tile_requests
-from ..serving.profile import SPSProfile, gpu_like
+from ..background import tile_requests
+from ..cost import SPSProfile, gpu_like
 from .panel_kit import profile_dict as _profile_dict
 from .panel_kit import show as _show
 from .panel_kit import widgets_module as _w

@@ -2,7 +2,7 @@
 
 No math lives here: decoding is ``decode.generate_rounds``, scheduling ``scheduler.HardwareAware``,
 calibration ``calibration.fit_sts`` / ``calibration_report``, pictures ``dspark_viz.viz``, engine load
-``serving.background.LoadedPolicy``. ipywidgets is imported lazily (only when a panel is built).
+``background.LoadedPolicy``. ipywidgets is imported lazily (only when a panel is built).
 
 Every panel exposes ``.widget`` (the root container to display) and plain methods (``step``, ``run``,
 ``set_load``, ``set_profile``, ``set_sts``, ``set_position``) that work without a display, so notebooks,
@@ -23,7 +23,7 @@ from .. import calibration as cal
 from .. import metrics, viz
 from ..decode import generate_rounds
 from ..scheduler import FixedLength, Policy
-from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy
+from ..background import SYNTHETIC_BACKGROUND, LoadedPolicy
 from .panel_kit import profile_dict as _profile_dict
 from .panel_kit import show as _show
 from .panel_kit import widgets_module as _w

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..serving.profile import SPSProfile
+from ..cost import SPSProfile
 from ..scheduler import Schedule
 from .style import ADMIT_COLORS, OKABE_ITO, POLICY_COLORS, series_scale
 

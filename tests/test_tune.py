@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from dspark_viz import machine
+from dspark_viz.evaluation import dtype_choice
 from dspark_viz.fast import tune
-from dspark_viz.model import target as model_target
+from dspark_viz.model import dtypes
 
 
 @pytest.fixture
@@ -30,12 +30,12 @@ def test_choice_file_is_per_fingerprint(fresh_cache, monkeypatch):
     d = tune.read_choice()
     assert d["default_dtype"] == "bfloat16" and set(d["sizes"]) == {"float32", "bfloat16"}
     assert tune.kept_default_dtype() == "bfloat16"
-    assert model_target._dtype(None, "cpu") == torch.bfloat16                   # the CPU default follows it
-    assert model_target._dtype(None, "cuda") == torch.bfloat16
+    assert dtypes.resolve(None, "cpu") == torch.bfloat16                   # the CPU default follows it
+    assert dtypes.resolve(None, "cuda") == torch.bfloat16
     n = torch.get_num_threads()
     monkeypatch.setattr(torch, "get_num_threads", lambda: n + 1)                # another thread count …
     assert tune.read_choice() == {} and tune.kept_default_dtype() is None       # … is another machine
-    assert model_target._dtype(None, "cpu") == torch.float32
+    assert dtypes.resolve(None, "cpu") == torch.float32
 
 
 def test_a_corrupt_choice_file_is_ignored(fresh_cache):
@@ -54,7 +54,7 @@ def test_each_size_takes_its_fastest_path_ties_to_our_own():
 def test_tune_off_measures_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("DSPARK_CACHE", str(tmp_path))
     monkeypatch.setenv("DSPARK_TUNE", "0")
-    assert machine.choose_default_dtype() == "float32"
+    assert dtype_choice.choose_default_dtype() == "float32"
     assert not (tmp_path / "tune").exists()
 
 

@@ -5,13 +5,15 @@ import argparse
 import os
 import sys
 
-from .. import machine, metrics
+from .. import metrics
+from ..cost import named_profile
 from ..decode import check_settings, generate_rounds
 from ..drafters import NAMES, load_drafter
 from ..drafters.deepspec_config import feature_layers_for, is_drafter_dir
 from ..drafters.neural import is_card_path
+from ..evaluation.dtype_choice import dtype_for
+from ..model import target as model_target  # looked up per call: tests substitute load_target
 from ..scheduler import POLICY_NAMES, make_policy
-from ..cost import named_profile
 from .common import set_threads
 
 # -- terminal colours ------------------------------------------------------------------------------
@@ -104,7 +106,7 @@ def run_generate(a: argparse.Namespace) -> int:
         raise ValueError(f"--trace-out {a.trace_out} is a folder: give a file name")
     set_threads(a.threads)
 
-    target = machine.load_target(a.target, device=a.device, dtype=a.dtype,
+    target = model_target.load_target(a.target, device=a.device, dtype=dtype_for(a.device, a.dtype),
                                       feature_layers=feature_layers_for(drafter_name))
     drafter = None
     if drafter_name not in PLAIN_NAMES:

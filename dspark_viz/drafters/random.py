@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from ..sampling import probs_from_logits, sample
 from ..protocol import Draft, Drafter
+from ..sampling import probs_from_logits, sample
 
 
 class RandomDrafter(Drafter):

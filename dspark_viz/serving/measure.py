@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from ..cost import SPSProfile
 from ..drafters import load_drafter, speed_only
 from ..protocol import Context
-from ..cost import SPSProfile
 
 if TYPE_CHECKING:  # pragma: no cover
     pass

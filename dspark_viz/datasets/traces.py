@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .settings import assets
-from .records import round_floats
-from .trace import Trace
+from ..records import round_floats
+from ..settings import assets
+from ..trace import Trace
 
 FORMAT = "dspark_viz.traces/1"
 MAX_BUNDLE_BYTES = 64 * 2 ** 20          # compressed size refused above this (a bad path or a foreign file)

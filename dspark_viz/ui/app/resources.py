@@ -18,15 +18,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..calibration import calibration_report, fit_sts, rollouts_from_traces
-from ..drafters import load_drafter
-from ..machine import load_target
-from ..cost import SPSProfile, gpu_like, jagged, named_profile
-from ..settings import assets
-from ..synthetic import synthetic_traces
-from ..trace import Trace
-from ..trace_store import bundle_name, load_traces
-from ..viz import reliability_frame
+from ...calibration import calibration_report, fit_sts, rollouts_from_traces
+from ...cost import SPSProfile, gpu_like, jagged, named_profile
+from ...datasets.synthetic import synthetic_traces
+from ...datasets.traces import bundle_name, load_traces
+from ...drafters import load_drafter
+from ...evaluation.dtype_choice import dtype_for
+from ...model import target as model_target
+from ...settings import assets
+from ...trace import Trace
+from ...viz import reliability_frame
 from .text import md_escape
 
 DRAFTER_LABELS = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style",
@@ -229,7 +230,7 @@ def load_resources(target=None, drafters: Mapping[str, Any] | None = None, *, pr
                    target_path: str | None = None) -> AppResources:
     """Load (or take) everything the app shares: target, drafters, SPS profiles, recorded or synthetic data."""
     if target is None:
-        target = load_target(target_path)
+        target = model_target.load_target(target_path, dtype=dtype_for())
     missing: dict[str, str] = {}
     if drafters is None:
         drafters, missing = available_drafters(target)

@@ -16,10 +16,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..prompts import load_prompts
+from ..datasets.prompts import load_prompts
 from ..settings import assets, bench_files
-from .machine import machine_info, peak_rss_mb
-from .methods import BASELINE, METHODS, BenchSettings
+from .machine_info import machine_info, peak_rss_mb
+from .speed_methods import BASELINE, METHODS, BenchSettings
 
 
 # -- prompts ----------------------------------------------------------------------------------------

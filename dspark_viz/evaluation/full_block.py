@@ -10,10 +10,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import metrics
-from .decode import speculative_generate
-from .prompts import load_prompts
-from .scheduler import FixedLength
+from .. import metrics
+from ..datasets.prompts import load_prompts
+from ..decode import speculative_generate
+from ..scheduler import FixedLength
 
 
 def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None = None) -> list[dict]:
@@ -53,7 +53,7 @@ def evaluate_drafter(target, drafter, records: list[dict], temperature: float = 
             out = [speculative_generate(target, drafter, prompt_ids=ids[0], policy=policy, temperature=temperature,
                                         max_new_tokens=max_new_tokens, seed=seed + i0)]
         else:
-            from .serving.batched import batched_generate
+            from ..serving.batched import batched_generate
 
             out = batched_generate(target, drafter, prompt_ids=ids, policy=policy, temperature=temperature,
                                    max_new_tokens=max_new_tokens, seed=seed + i0).traces

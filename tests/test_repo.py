@@ -1,4 +1,4 @@
-"""Repository hygiene: the shipped assets stay light (DESIGN.md: all of assets/ under 64 MB), the notebooks
+"""Repository hygiene: the shipped assets stay light (docs/architecture.md: all of assets/ under 64 MB), the notebooks
 are committed with their outputs."""
 from pathlib import Path
 

@@ -40,7 +40,7 @@ def evaluate_drafter(target, drafter, records: list[dict], temperature: float = 
     """Decode every record with full-block verification; returns the summary and the traces.
 
     ``batch`` > 1 decodes that many requests together (batched.py: one verify forward for all of them;
-    request i keeps seed + i, so the traces are those of the one-at-a-time loop) — about 2–3× faster on CPU."""
+    request i keeps seed + i, so the traces are those of the one-at-a-time loop), fewer and fuller forwards."""
     policy = policy or FixedLength(drafter.gamma)
     if not 1 <= batch <= 8:
         raise ValueError(f"batch must lie in 1…8, got {batch}")

@@ -7,7 +7,7 @@ a shared machine hits every method alike. Reported per method (``BenchReport.met
 (median over prompts), ratio_vs_hf_generate (median of per-prompt speed ratios against ``hf_generate``),
 tau, time_split (draft / verify / schedule / other, our loop only), tokens, seconds, n_prompts and, at
 T = 0, same_as_hf_generate (how many outputs equal ``hf_generate``'s). The methods are in
-``bench.methods``; the text and Markdown views in ``bench.report``; the command in ``cli.bench``.
+``speed_methods``; the text and Markdown views in ``speed_report``; the command in ``cli.bench``.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def balanced_prompts(files, n_per_file: int) -> list[dict]:
 class BenchReport:
     """One run (one dtype or one mixed-dtype set, one temperature); ``to_dict`` is the bench JSON."""
     methods: dict[str, dict]            # run name (method or method@label) -> summary (module docstring)
-    machine: dict                       # bench.machine.machine_info, + dtype "a+b" and baseline when mixed
+    machine: dict                       # machine_info.machine_info, + dtype "a+b" and baseline when mixed
     settings: dict                      # BenchSettings as a dict
     prompts: list[dict]                 # [{file, index, domain}] in run order
     command: str = ""                   # the command line that produced it

@@ -1,5 +1,5 @@
 """Real batched speculative decoding for a few requests (R ≤ 8): one target forward verifies every
-request's block, the policy allocates lengths across requests — the simulation (engine.simulate) checked
+request's block, the policy allocates lengths across requests — the simulation (serving.simulate) checked
 against the real thing.
 
 Legend: R requests, W = 1 + max_r ℓ_r block width, L cache columns, ℓ_r verified length, m_r accepted.

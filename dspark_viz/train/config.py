@@ -1,4 +1,4 @@
-"""Training settings of a drafter (frozen dataclass; the loss weights and decay follow DESIGN.md)."""
+"""Training settings of a drafter (frozen dataclass; the loss weights and the position decay: docs/architecture.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

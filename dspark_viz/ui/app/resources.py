@@ -178,7 +178,7 @@ def load_recorded(traces: Sequence[Trace] | None = None, source: Path | None = R
     if synthetic:
         traces = synthetic_traces(n=24, n_rounds=40, gamma=7, seed=0, overconfidence=1.6)
         drafters = "synthetic"
-        note = ("**synthetic** requests (`dspark_viz.synthetic`: made-up confidences with a known acceptance law "
+        note = ("**synthetic** requests (`dspark_viz.datasets.synthetic`: made-up confidences with a known acceptance law "
                 "and an over-confident head; no model involved) — no recorded traces with confidences yet")
     else:
         drafters = ", ".join(sorted({str(t.meta.get("drafter", "?")) for t in traces}))

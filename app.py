@@ -18,13 +18,13 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 from gradio.components.plot import PlotData  # noqa: E402
 
-from dspark_viz.ui.calibration_tab import calibration_view  # noqa: E402
-from dspark_viz.ui.frontier import frontier_view  # noqa: E402
-from dspark_viz.ui.live import LiveUpdate, live_decode, strip_view  # noqa: E402
-from dspark_viz.ui.playground import KNEE_LABEL, KNEE_PROFILE, admission_view, playground_view, sps_chart_json  # noqa: E402,E501
-from dspark_viz.ui.replay import load_trace_file, replay_view  # noqa: E402
-from dspark_viz.ui.resources import RECORDING, Limits, drafters_md, load_resources  # noqa: E402
-from dspark_viz.ui.text import md_escape  # noqa: E402
+from dspark_viz.ui.app.calibration_tab import calibration_view  # noqa: E402
+from dspark_viz.ui.app.frontier import frontier_view  # noqa: E402
+from dspark_viz.ui.app.live import LiveUpdate, live_decode, strip_view  # noqa: E402
+from dspark_viz.ui.app.playground import KNEE_LABEL, KNEE_PROFILE, admission_view, playground_view, sps_chart_json  # noqa: E402,E501
+from dspark_viz.ui.app.replay import load_trace_file, replay_view  # noqa: E402
+from dspark_viz.ui.app.resources import RECORDING, Limits, drafters_md, load_resources  # noqa: E402
+from dspark_viz.ui.app.text import md_escape  # noqa: E402
 from dspark_viz.viz import legend_html  # noqa: E402
 
 MODEL_LIMIT = 2            # model-bound events running at once (decoding, serving sweeps); instant ones: no limit

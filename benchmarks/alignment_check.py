@@ -20,9 +20,9 @@ import torch
 
 from dspark_viz import metrics
 from dspark_viz.drafters.neural import load_drafter_file
-from dspark_viz.evaluate import evaluate_drafter
+from dspark_viz.evaluation.full_block import evaluate_drafter
 from dspark_viz.model.target import load_target
-from dspark_viz.prompts import load_prompts
+from dspark_viz.datasets.prompts import load_prompts
 from dspark_viz.settings import assets, cache_dir
 from dspark_viz.train.config import TrainConfig
 from dspark_viz.train.data import FeatureStore, build_dataset
@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--n-layers", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=TrainConfig.lr)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--work", default=None)
     ap.add_argument("--json", default=None)
@@ -65,7 +66,8 @@ def main() -> None:
                          batch_size=16)
     store = FeatureStore(feat)
     t_data = time.perf_counter() - t0
-    tc = TrainConfig(steps=a.steps, warmup=20, seqs_per_step=4, blocks_per_seq=16, ckpt_every=max(a.steps // 3, 1))
+    tc = TrainConfig(steps=a.steps, lr=a.lr, warmup=20, seqs_per_step=4, blocks_per_seq=16,
+                     ckpt_every=max(a.steps // 3, 1))
     out = work / f"{a.algo}.json"
     t0 = time.perf_counter()
     # every sequence trains (no held-out split matters here: the check decodes the training prompts)
@@ -80,7 +82,7 @@ def main() -> None:
     acc = metrics.conditional_acceptance(res["traces"])
     summary = {"algo": a.algo, "prompts": len(recs), "answers_trained": len(store.seqs),
                "answer_tokens": store.n_tokens(), "prompts_decoded": len(seen), "steps": a.steps,
-               "n_layers": a.n_layers, "tau": round(res["tau"], 3), "rounds": res["rounds"],
+               "n_layers": a.n_layers, "lr": a.lr, "tau": round(res["tau"], 3), "rounds": res["rounds"],
                "conditional_acceptance": [round(x, 3) for x in acc], "data_s": round(t_data), "train_s": round(t_train)}
     print(json.dumps(summary, indent=1))
     if a.json:

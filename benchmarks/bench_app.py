@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from dspark_viz.trace import Trace  # noqa: E402
-from dspark_viz.ui.live import model_seconds  # noqa: E402
-from dspark_viz.ui.playground import admission_view, playground_view  # noqa: E402
+from dspark_viz.ui.app.live import model_seconds  # noqa: E402
+from dspark_viz.ui.app.playground import admission_view, playground_view  # noqa: E402
 
 PROMPT = "Write a Python function that returns the n-th Fibonacci number, with a docstring and an example."
 

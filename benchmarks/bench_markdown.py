@@ -13,8 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dspark_viz.bench.report import markdown_report  # noqa: E402
-from dspark_viz.bench.runner import load_reports  # noqa: E402
+from dspark_viz.evaluation.speed_report import markdown_report  # noqa: E402
+from dspark_viz.evaluation.speed_runner import load_reports  # noqa: E402
 
 
 def threads_section(t: dict) -> str:

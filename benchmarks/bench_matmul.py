@@ -55,14 +55,14 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     target = load_target(device="cpu", dtype=a.dtype)
-    if a.what in ("matmul", "kernel") and target.matmul_path != "skinny-kernel":
-        raise SystemExit(f"the kernel is not in use here ({target.matmul_path}); nothing to compare")
-    if a.what == "attention" and target.attention_path != "packed-gqa":
-        raise SystemExit(f"packed attention is not in use here ({target.attention_path}); nothing to compare")
+    if a.what in ("matmul", "kernel") and target.paths.matmul != "skinny-kernel":
+        raise SystemExit(f"the kernel is not in use here ({target.paths.matmul}); nothing to compare")
+    if a.what == "attention" and target.paths.attention != "packed-gqa":
+        raise SystemExit(f"packed attention is not in use here ({target.paths.attention}); nothing to compare")
     if a.what == "fused" and not lean.fused(target.model):
         raise SystemExit("fused layers are not in use here; nothing to compare")
-    if a.what == "layers" and target.layer_path != "lean":
-        raise SystemExit(f"lean layers are not in use here ({target.layer_path}); nothing to compare")
+    if a.what == "layers" and target.paths.layers != "lean":
+        raise SystemExit(f"lean layers are not in use here ({target.paths.layers}); nothing to compare")
     g = torch.Generator().manual_seed(0)
     ctx = torch.randint(100, 40000, (a.context,), generator=g).tolist()
     rows = []
@@ -81,8 +81,8 @@ def main() -> None:
     one_s, one_f = rows[0]["stock_ms"], rows[0]["fast_ms"]
     new = {"matmul": "kernel", "attention": "packed", "layers": "lean", "kernel": "tiles", "fused": "fused"}[a.what]
     print(f"embedded target, {a.dtype}, {a.threads} thread(s), {a.context}-token cache, median of {a.repeats}, "
-          f"A/B: {a.what} (matmuls: {target.matmul_path}, attention: {target.attention_path}, "
-          f"layers: {target.layer_path})")
+          f"A/B: {a.what} (matmuls: {target.paths.matmul}, attention: {target.paths.attention}, "
+          f"layers: {target.paths.layers})")
     old = {"kernel": "rows", "fused": "lean"}.get(a.what, "stock")
     print(f"{'n':>2} {old + ' ms':>9} {new + ' ms':>10} {new + '/' + old:>13} {old + ' n/1':>10} {new + ' n/1':>11} {'max|Δlogit|':>12}")
     for r in rows:

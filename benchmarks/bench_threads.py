@@ -22,13 +22,13 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from dspark_viz.datasets.prompts import load_prompts  # noqa: E402
 from dspark_viz.decode import speculative_generate  # noqa: E402
 from dspark_viz.drafters import load_drafter, speed_only  # noqa: E402
 from dspark_viz.fast.tune import cpu_model_and_flags  # noqa: E402
+from dspark_viz.model.profile import profile_for  # noqa: E402
 from dspark_viz.model.target import load_target  # noqa: E402
-from dspark_viz.prompts import load_prompts  # noqa: E402
 from dspark_viz.scheduler import HardwareAware  # noqa: E402
-from dspark_viz.serving.profile import profile_for  # noqa: E402
 from dspark_viz.settings import assets  # noqa: E402
 
 
@@ -75,7 +75,7 @@ def main() -> None:
     threads = [int(t) for t in a.threads.split(",")]
     target = load_target(device="cpu", dtype=a.dtype)
     cpu, flags = cpu_model_and_flags()
-    print(f"{cpu} · {' '.join(flags)} · {a.dtype} · paths: {target.path_choice}")
+    print(f"{cpu} · {' '.join(flags)} · {a.dtype} · paths: {target.paths.choice}")
     fw = forward_ms(target, threads, a.repeats)
     print("n   " + "".join(f"{t:>2} thr ms  " for t in threads) + f"speed-up {threads[0]}→{threads[-1]}")
     for n, d in fw.items():
@@ -86,7 +86,7 @@ def main() -> None:
     print("decode tok/s (DSpark, hardware-aware, T = 0): " + ", ".join(f"{t} thr {v:.1f}" for t, v in dec.items())
           + f"; speed-up {dec[threads[-1]] / dec[threads[0]]:.2f}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"cpu": cpu, "flags": flags, "dtype": a.dtype, "paths": target.path_choice,
+        Path(a.json).write_text(json.dumps({"cpu": cpu, "flags": flags, "dtype": a.dtype, "paths": target.paths.choice,
                                             "forward_ms": fw, "decode_tok_s": dec}, indent=1))
 
 

@@ -88,7 +88,7 @@ def perfect_head_replay(ch: dict[str, np.ndarray], replicas: int, rounds: int, s
     """Headline ratios (HardwareAware over FixedLength(1), GPU-like profile) with the perfect head c*, with the
     shipped head after STS, and for the oracle yardstick, on outcomes drawn from c*."""
     from dspark_viz.calibration import fit_sts
-    from dspark_viz.serving.profile import gpu_like
+    from dspark_viz.cost import gpu_like
     from dspark_viz.serving.simulate import headline, sweep
 
     rng = np.random.default_rng(seed)

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dspark_viz.evaluate import evaluate_drafter, load_eval_prompts  # noqa: E402
+from dspark_viz.evaluation.full_block import evaluate_drafter, load_eval_prompts  # noqa: E402
 from dspark_viz.settings import assets, bench_files  # noqa: E402
 
 OUT = ROOT / "docs" / "results"
@@ -93,7 +93,7 @@ def simulate(args) -> None:
     from dspark_viz.calibration import STSCalibration
     from dspark_viz.drafters.neural import calibration_path
     from dspark_viz.serving.simulate import SWEEP_POLICIES, headline, sweep
-    from dspark_viz.serving.profile import named_profile
+    from dspark_viz.cost import named_profile
     from dspark_viz.model.target import cache_dir
     from dspark_viz.trace import Trace
 
@@ -193,7 +193,7 @@ def write_markdown() -> Path:
              "Target: SmolLM2-135M-Instruct (embedded GGUF, fp32 on CPU). Full-block verification ℓ = γ = 7 "
              "(the paper's Table 1 setting); τ = committed tokens per round, bonus included.",
              "Prompt sources: **project-eval** is the shipped evaluation split "
-             "(`dspark_viz/assets/prompts/eval.jsonl`, math / code / chat); **shared-bench** is a benchmark prompt "
+             "(`assets/prompts/eval.jsonl`, math / code / chat); **shared-bench** is a benchmark prompt "
              "folder given with `--bench-dir` or `DSPARK_BENCH_DIR` (GSM8K = math, HumanEval = code, "
              "MT-Bench = chat).",
              "The training budget of each drafter is listed at the end: every algorithm gets the same data and "

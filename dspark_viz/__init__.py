@@ -13,21 +13,45 @@ The public API, in the order a decode uses it::
 
     recorded = dv.recorded_traces("dspark", 1.0)       # the shipped evaluation recording (90 requests)
 
-Layers (DESIGN.md §2): the core (trace, sampling, decode, metrics, exact), model/, fast/, drafters/,
-the policies (scheduler, calibration), serving/, train/, and the faces viz/, ui/, cli/.
+Layers (docs/architecture.md): the core at the top of the package (trace, sampling, protocol, decode, cost,
+scheduler, background, calibration, metrics, exact), model/ and fast/, drafters/, datasets/, serving/, train/,
+evaluation/, and the faces viz/, ui/, cli/.
+
+Each public name is imported from its module on first use, so ``import dspark_viz.decode`` (or any one
+module) loads only what that module needs, not every drafter and kernel behind the API.
 """
 from __future__ import annotations
 
-from . import metrics
-from .calibration import STSCalibration
-from .decode import generate_rounds, plain_generate, speculative_generate
-from .drafters import load_drafter
-from .machine import load_target
-from .model.target import TargetModel
-from .scheduler import AsyncGlobal, FixedLength, HardwareAware, Policy, StaticThreshold, make_policy
-from .serving.profile import SPSProfile, named_profile
-from .trace import DraftToken, Round, Trace
-from .trace_store import load_traces, recorded_traces, save_bundle
+import importlib
+
+from . import metrics, moved
+
+moved.install()                  # earlier module names (dspark_viz.trace_store, dspark_viz.ui.widgets, …) keep working
+
+_HOME = {                        # public name → the module it lives in
+    "STSCalibration": "calibration",
+    "generate_rounds": "decode", "plain_generate": "decode", "speculative_generate": "decode",
+    "load_drafter": "drafters",
+    "TargetModel": "model.target", "load_target": "model.target",
+    "AsyncGlobal": "scheduler", "FixedLength": "scheduler", "HardwareAware": "scheduler", "Policy": "scheduler",
+    "StaticThreshold": "scheduler", "make_policy": "scheduler",
+    "SPSProfile": "cost", "named_profile": "cost",
+    "DraftToken": "trace", "Round": "trace", "Trace": "trace",
+    "load_traces": "datasets.traces", "recorded_traces": "datasets.traces", "save_bundle": "datasets.traces",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'dspark_viz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    globals()[name] = value                                              # the next lookup is a plain one
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOME))
+
 
 __all__ = ["AsyncGlobal", "DraftToken", "FixedLength", "HardwareAware", "Policy", "Round", "SPSProfile",
            "STSCalibration", "StaticThreshold", "TargetModel", "Trace", "generate_rounds", "load_drafter",

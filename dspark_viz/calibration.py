@@ -13,12 +13,13 @@ Everything here is a pure function of arrays; ``STSCalibration`` is a small immu
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+
+from .records import JSONRecord
 
 EPS = 1e-6  # confidences are clipped to [EPS, 1 − EPS] before the logit
 DEFAULT_GRID = tuple(sorted(set(np.round(np.geomspace(0.1, 10.0, 121), 6).tolist()) | {1.0}))
@@ -178,7 +179,9 @@ def _scale(c: np.ndarray, t: float, b: float = 0.0) -> np.ndarray:
 
 
 @dataclass
-class STSCalibration:
+class STSCalibration(JSONRecord):
+    RECORD = "an STS calibration"
+
     temperatures: list[float]                                           # (γ,) T_1..T_γ
     meta: dict[str, Any] = field(default_factory=dict)                  # n per position, grid, fit ECE …
     biases: list[float] | None = None                                   # (γ,) level terms b_k (None: the paper's STS)
@@ -210,13 +213,6 @@ class STSCalibration:
             d["biases"] = [float(b) for b in self.biases]
         return d
 
-    def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
-
-    def save(self, path) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_json(indent=1))
-
     @classmethod
     def from_dict(cls, d: Any) -> "STSCalibration":
         if not isinstance(d, dict) or d.get("kind") != "sts":
@@ -232,19 +228,6 @@ class STSCalibration:
             raise ValueError("STS calibration: \"biases\" must be a list of finite numbers, one per temperature")
         return cls([float(t) for t in ts], dict(meta) if isinstance(meta, dict) else {},
                    [float(b) for b in bs] if bs is not None else None)
-
-    @classmethod
-    def from_json(cls, s: str) -> "STSCalibration":
-        try:
-            d = json.loads(s)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"not an STS calibration (invalid JSON: {e})") from e
-        return cls.from_dict(d)
-
-    @classmethod
-    def load(cls, path) -> "STSCalibration":
-        with open(path, encoding="utf-8") as f:
-            return cls.from_json(f.read())
 
 
 def fit_sts(conf, accepted_len, ell=None, grid: Sequence[float] = DEFAULT_GRID,

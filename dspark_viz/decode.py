@@ -7,7 +7,7 @@ Legend: γ block size, ℓ verified length, m accepted drafts, V vocabulary, T t
     rounds.trace                  # the Trace built so far (complete after the loop)
 
 ``drafter=None`` is plain autoregressive decoding through the same wrapper (rounds with ℓ = 0).
-Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (engine.profile_for) for a
+Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (model.profile.profile_for) for a
 drafter with a confidence head, FixedLength(γ) for one without.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Iterator
 
 import torch
 
-from .drafters.base import Context, Drafter
+from .model.profile import profile_for
+from .protocol import Context, Drafter
 from .sampling import probs_from_logits, sample, verify_block
 from .scheduler import FixedLength, HardwareAware
-from .serving.profile import profile_for
 from .trace import DraftToken, Round, Trace
 
 MAX_NEW_TOKENS = 4096
@@ -91,10 +91,25 @@ class generate_rounds:
         tr.t_total = time.perf_counter() - t_start
 
     def _round(self, cache, state, x0: int, pos: int, budget: int, index: int) -> Round:
-        tgt, dr, T, g = self.target, self.drafter, self.temperature, self.generator
-        t0 = time.perf_counter()
-        draft = dr.propose(state, x0, pos, T, g) if dr else None
-        t1 = time.perf_counter()
+        """One round in four timed phases: draft, schedule, verify, commit (the Trace's time split)."""
+        clock = _Stopwatch()
+        draft = clock.time("draft", self._draft, state, x0, pos)
+        conf, cal, ell, sched = clock.time("schedule", self._schedule, draft, budget)
+        toks, out, v = clock.time("verify", self._verify, cache, x0, pos, draft, ell)
+        drafts = clock.time("other", self._commit, state, x0, toks, out, v, draft, conf, cal, ell)
+        return Round(
+            index=index, anchor=x0, anchor_pos=pos, drafts=drafts, ell=ell, accepted=v.accepted, bonus=v.bonus,
+            bonus_text=self.target.token_text(v.bonus) if v.bonus is not None else "", bonus_source=v.bonus_source,
+            source=draft.source if draft else "none", stopped=v.stopped,
+            schedule=_sched_diag(sched) if sched is not None else None, **clock.seconds,
+        )
+
+    def _draft(self, state, x0: int, pos: int):
+        dr = self.drafter
+        return dr.propose(state, x0, pos, self.temperature, self.generator) if dr else None
+
+    def _schedule(self, draft, budget: int):
+        """→ raw c_k, calibrated c'_k, ℓ (≤ the drafts and the token budget), the policy's Schedule or None."""
         conf = draft.confidence if draft else None
         cal = calibrated_confidence(draft, self.calibration)
         sched = None
@@ -105,26 +120,40 @@ class generate_rounds:
             s = self.policy.choose([c_used], self.sps)
             ell, sched = s.lengths[0], s
         ell = max(0, min(ell, budget - 1, len(draft.tokens) if draft else 0))  # commit ≤ budget
-        t2 = time.perf_counter()
+        return conf, cal, ell, sched
+
+    def _verify(self, cache, x0: int, pos: int, draft, ell: int):
+        """One target forward over [x0, x_1..x_ℓ], the lossless accept / reject, the cache cut after x_m."""
+        tgt, dr = self.target, self.drafter
         toks = draft.tokens[:ell] if draft else []
         out = tgt.forward(torch.tensor([[x0] + toks]), cache, features=dr is not None and dr.needs_features,
                           last_only=ell == 0)
-        p_target = probs_from_logits(out.logits[0], T)                        # (ℓ+1, V)
-        v = verify_block(toks, draft.p_draft[:ell] if ell else None, p_target, g, tgt.stop_ids)
+        p_target = probs_from_logits(out.logits[0], self.temperature)         # (ℓ+1, V)
+        v = verify_block(toks, draft.p_draft[:ell] if ell else None, p_target, self.generator, tgt.stop_ids)
+        tgt.crop(cache, pos + v.accepted + 1)                                  # keep x0, x_1..x_m
+        return toks, out, v
+
+    def _commit(self, state, x0: int, toks, out, v, draft, conf, cal, ell: int) -> list[DraftToken]:
+        """The drafter sees the committed positions; the Trace gets this round's drafted slots."""
         m = v.accepted
-        tgt.crop(cache, pos + m + 1)                                           # keep x0, x_1..x_m
-        t3 = time.perf_counter()
-        if dr is not None:
-            dr.commit(state, [x0] + toks[:m], out.features[0, : m + 1] if out.features is not None else None)
-        drafts = draft_tokens(tgt, draft, conf, cal, ell, m, v.p_target_at) if draft else []
-        t4 = time.perf_counter()
-        return Round(
-            index=index, anchor=x0, anchor_pos=pos, drafts=drafts, ell=ell, accepted=m, bonus=v.bonus,
-            bonus_text=tgt.token_text(v.bonus) if v.bonus is not None else "", bonus_source=v.bonus_source,
-            source=draft.source if draft else "none", t_draft=t1 - t0, t_schedule=t2 - t1, t_verify=t3 - t2,
-            t_other=t4 - t3, stopped=v.stopped,
-            schedule=_sched_diag(sched) if sched is not None else None,
-        )
+        if self.drafter is not None:
+            feats = out.features[0, : m + 1] if out.features is not None else None
+            self.drafter.commit(state, [x0] + toks[:m], feats)
+        return draft_tokens(self.target, draft, conf, cal, ell, m, v.p_target_at) if draft else []
+
+
+class _Stopwatch:
+    """Seconds per phase of a round, as the Round's t_<phase> fields."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def time(self, phase: str, fn, *args):
+        t0 = time.perf_counter()
+        result = fn(*args)
+        self.seconds[f"t_{phase}"] = time.perf_counter() - t0
+        return result
+
 
 def calibrated_confidence(draft, calibration) -> list[float] | None:
     """The calibrated c'_k a round schedules with: the drafter's own (Draft.calibrated, e.g. the hybrid's

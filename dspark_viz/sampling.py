@@ -32,7 +32,8 @@ def sample(p: torch.Tensor, generator: torch.Generator | None = None) -> int:
     """Draw one index from a (V,) distribution (exact argmax when it is one-hot).
 
     Inverse CDF: the first i with cumsum(p)_i > u, u ~ U[0, Σp). A zero-mass token owns an empty
-    interval, so it is never drawn. (torch.multinomial costs ~1.5 ms at V = 49k on one CPU thread.)
+    interval, so it is never drawn. One cumsum and one search: cheaper than torch.multinomial, which
+    prepares a sampler per call.
     """
     if p.dim() != 1:
         raise ValueError("sample expects a (V,) distribution")

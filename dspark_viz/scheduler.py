@@ -37,7 +37,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .serving.profile import SPSProfile, gpu_like
+from .cost import SPSProfile, gpu_like
 
 
 def checked(conf, what: str = "confidences") -> np.ndarray:
@@ -291,23 +291,29 @@ class AsyncGlobal(_StaleCapacity, Policy):
                        info=dict(K=K, K_source=src, theta0=theta0, profile=sps.name))
 
 
-POLICY_NAMES = ("fixed", "fixed-<ℓ>", "threshold", "hardware-aware", "hardware-aware+floor", "async-global",
-                "retrospective")
+# The one table of policy names: name → constructor (keyword arguments pass through); "fixed-<ℓ>" is FixedLength(ℓ).
+POLICIES = {
+    "fixed": FixedLength,
+    "threshold": StaticThreshold,
+    "hardware-aware": HardwareAware,
+    "hardware-aware+floor": lambda **k: HardwareAware(**{"floor_lag": 2, **k}),
+    "async-global": AsyncGlobal,
+    "retrospective": lambda **k: HardwareAware(early_stop=False, **k),
+}
+POLICY_NAMES = ("fixed", "fixed-<ℓ>") + tuple(n for n in POLICIES if n != "fixed")
 
 
 def make_policy(name: str, **kw) -> Policy:
     """Policy by name: fixed (ell=…), fixed-<ℓ>, threshold (theta=…, on=…), hardware-aware,
-    hardware-aware+floor (floor_lag=2 unless given), async-global (lag=…), retrospective (Algorithm 1 without the early stop; not lossless)."""
+    hardware-aware+floor (floor_lag=2 unless given), async-global (lag=…), retrospective (Algorithm 1 without the
+    early stop; not lossless)."""
     key = str(name).strip().lower().replace("_", "-")
     if key.startswith("fixed-") and key[6:].isdigit():
         return FixedLength(int(key[6:]), **kw)
-    table = {"fixed": FixedLength, "threshold": StaticThreshold, "hardware-aware": HardwareAware,
-             "hardware-aware+floor": lambda **k: HardwareAware(**{"floor_lag": 2, **k}),
-             "async-global": AsyncGlobal, "retrospective": lambda **k: HardwareAware(early_stop=False, **k)}
-    if key not in table:
+    if key not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; valid names: {', '.join(POLICY_NAMES)}")
     try:
-        return table[key](**kw)
+        return POLICIES[key](**kw)
     except TypeError as e:
         raise ValueError(f"bad arguments for policy {name!r}: {e}") from e
 
@@ -319,4 +325,4 @@ def expected_throughput(conf, lengths: Sequence[int], sps: SPSProfile) -> float:
 
 __all__ = ["Schedule", "Policy", "FixedLength", "StaticThreshold", "HardwareAware", "AsyncGlobal",
            "make_policy", "survival", "greedy_path", "admitted_count", "sorted_candidates",
-           "expected_throughput", "POLICY_NAMES"]
+           "expected_throughput", "POLICIES", "POLICY_NAMES"]

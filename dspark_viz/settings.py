@@ -16,13 +16,14 @@ Settings are read when asked for (not at import), so a test or a notebook can ch
 | ``DSPARK_CHROMIUM``   | ``/usr/bin/chromium`` | the browser the browser test drives                                 |
 | ``DSPARK_REFRESH_SCREENSHOT`` | unset         | ``1``: the browser test rewrites docs/app.png                       |
 
-Paths: ``assets()`` is the package's own data (shipped drafters, STS files, SPS profiles, prompt suites,
-recorded traces), found with ``importlib.resources`` so it works from a wheel as from a checkout.
+Paths: ``assets()`` is the shipped data (drafters, STS files, SPS profiles, prompt suites, recorded traces). It
+lives in the top-level ``assets/`` folder of the repository and is installed as the package data
+``dspark_viz/assets/``, so it is found beside the package in a wheel and one folder up in a clone or an
+editable install.
 """
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path
 
 SWITCHES = ("DSPARK_SKINNY", "DSPARK_PACKED_GQA", "DSPARK_LEAN_LAYERS", "DSPARK_FUSED_LAYERS")
@@ -40,9 +41,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("DSPARK_CACHE") or Path.home() / ".cache" / "dspark_viz").expanduser()
 
 
+def assets_dir() -> Path:
+    """The shipped data folder: ``dspark_viz/assets`` where the package is installed from a wheel, else the
+    repository's top-level ``assets/`` (a clone on the path, or an editable install)."""
+    package = Path(__file__).resolve().parent
+    installed = package / "assets"
+    return installed if installed.is_dir() else package.parent / "assets"
+
+
 def assets(*parts: str) -> Path:
-    """A path inside the package's shipped data (``dspark_viz/assets/…``)."""
-    return Path(str(resources.files("dspark_viz").joinpath("assets", *parts)))
+    """A path inside the shipped data (``assets/…``)."""
+    return assets_dir().joinpath(*parts)
 
 
 def bench_dir(flag: str | os.PathLike | None = None) -> Path | None:

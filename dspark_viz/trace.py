@@ -18,6 +18,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .records import parse_json, round_floats, write_text
+
 STATUSES = ("accepted", "rejected", "not_reached", "pruned")
 
 
@@ -126,11 +128,10 @@ class Trace:
         significant digits (compact files for shipping; the default keeps them exactly)."""
         d = self.to_dict()
         if digits is not None:
-            d = _round_floats(d, digits)
+            d = round_floats(d, digits)
         s = json.dumps(d, indent=indent, ensure_ascii=False)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(s)
+            write_text(path, s)
         return s
 
     @classmethod
@@ -156,10 +157,7 @@ class Trace:
                     s = f.read()
             except FileNotFoundError:
                 raise FileNotFoundError(f"no Trace JSON file at {s_or_path}") from None
-        try:
-            d = json.loads(s)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"not a dspark_viz Trace (invalid JSON: {e})") from e
+        d = parse_json(s, "a dspark_viz Trace")
         if not isinstance(d, dict):
             raise ValueError("not a dspark_viz Trace (top level is not an object)")
         return cls.from_dict(d)
@@ -168,14 +166,3 @@ class Trace:
 def _only(cls, d: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in fields(cls)}  # the dataclass constructor reports missing fields
     return {k: v for k, v in d.items() if k in names}
-
-
-def _round_floats(x, digits: int):
-    """A copy of a JSON-like value with every float rounded to ``digits`` significant digits."""
-    if isinstance(x, float):
-        return float(f"{x:.{digits}g}")
-    if isinstance(x, dict):
-        return {k: _round_floats(v, digits) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_round_floats(v, digits) for v in x]
-    return x

@@ -27,16 +27,16 @@ from gradio_client.exceptions import AppError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import app  # noqa: E402
+from dspark_viz.background import tile_requests  # noqa: E402
 from dspark_viz.decode import plain_generate, speculative_generate  # noqa: E402
 from dspark_viz.drafters import LookupDrafter, RandomDrafter  # noqa: E402
 from dspark_viz.model.toy import tiny_llama_target  # noqa: E402
 from dspark_viz.scheduler import HardwareAware  # noqa: E402
-from dspark_viz.serving.background import tile_requests  # noqa: E402
 from dspark_viz.trace import Trace  # noqa: E402
+from dspark_viz.ui.app.live import live_decode, live_policy  # noqa: E402
+from dspark_viz.ui.app.playground import playground_view  # noqa: E402
+from dspark_viz.ui.app.resources import DRAFTER_ORDER, build_calibration, load_recorded  # noqa: E402
 from dspark_viz.ui.inputs import prepare_prompt  # noqa: E402
-from dspark_viz.ui.live import live_decode, live_policy  # noqa: E402
-from dspark_viz.ui.playground import playground_view  # noqa: E402
-from dspark_viz.ui.resources import DRAFTER_ORDER, build_calibration, load_recorded  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),      # inside gradio's queue
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]

@@ -19,10 +19,10 @@ def _logits(t, ids, split, q):
 
 def test_installed_on_cpu_targets_and_off_by_env(monkeypatch):
     t = _target()
-    assert t.attention_path == "packed-gqa"
+    assert t.paths.attention == "packed-gqa"
     assert t.model.config._attn_implementation == attention.NAME
     monkeypatch.setenv("DSPARK_PACKED_GQA", "0")
-    assert _target().attention_path == "sdpa"
+    assert _target().paths.attention == "sdpa"
 
 
 def test_same_logits_as_sdpa_for_every_block_size():

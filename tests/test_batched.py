@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
+from dspark_viz.cost import SPSProfile
 from dspark_viz.decode import speculative_generate
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
 from dspark_viz.model.toy import tiny_llama_target
 from dspark_viz.scheduler import FixedLength, HardwareAware
 from dspark_viz.serving.batched import batched_generate, sim_vs_real
-from dspark_viz.serving.profile import SPSProfile
 
 PROMPTS = [[1, 2, 3, 4, 5, 1, 2, 3], [7, 8, 9], [10, 11, 10, 11, 10, 11, 12, 13, 14, 15, 16], [20]]
 
@@ -58,7 +58,7 @@ def test_batched_neural_drafter_features_per_row():
     import torch
 
     from dspark_viz.drafters.config import DrafterConfig
-    from dspark_viz.drafters.dspark import NeuralDrafter
+    from dspark_viz.drafters.neural_drafter import NeuralDrafter
     from dspark_viz.drafters.neural import build_model, init_from_target
 
     t = tiny_llama_target(vocab_size=48, hidden_size=64, n_layers=4, eos=47)
@@ -79,7 +79,7 @@ def test_batched_neural_drafter_features_per_row():
 
 
 def test_batched_evaluation_gives_the_sequential_traces(tiny):
-    from dspark_viz.evaluate import evaluate_drafter
+    from dspark_viz.evaluation.full_block import evaluate_drafter
 
     d = RandomDrafter(48, gamma=4, seed=2)
     tiny.chat_ids = lambda text: [int(c) % 47 for c in text.encode()][:12]     # a toy chat template

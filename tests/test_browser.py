@@ -124,7 +124,7 @@ def real_app_url(real_target):
     sys.path.insert(0, str(ROOT))
     import app
     from dspark_viz.drafters import load_drafter
-    from dspark_viz.ui.resources import DRAFTER_ORDER
+    from dspark_viz.ui.app.resources import DRAFTER_ORDER
 
     drafters = {"dspark": load_drafter("dspark", real_target)}
     for name in DRAFTER_ORDER:
@@ -142,7 +142,7 @@ def test_app_screenshot_for_the_readme(browser_ctx, real_app_url, tmp_path):
     into docs/app.png (the README's picture) when that is missing or DSPARK_REFRESH_SCREENSHOT=1."""
     from PIL import Image
 
-    from dspark_viz.ui.resources import DEFAULT_EXAMPLES
+    from dspark_viz.ui.app.resources import DEFAULT_EXAMPLES
 
     page = browser_ctx.new_page()
     page.set_viewport_size({"width": SCREENSHOT_SIZE[0] * 5 // 4, "height": SCREENSHOT_SIZE[1] * 5 // 4})

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from dspark_viz import cli
-from dspark_viz.bench.methods import METHODS, BenchSettings
-from dspark_viz.bench.report import format_table
-from dspark_viz.bench.runner import balanced_prompts, best_per_method, default_prompt_files, run_bench
 from dspark_viz.cli.generate import render_round, use_color
+from dspark_viz.evaluation.speed_methods import METHODS, BenchSettings
+from dspark_viz.evaluation.speed_report import format_table
+from dspark_viz.evaluation.speed_runner import balanced_prompts, best_per_method, default_prompt_files, run_bench
 from dspark_viz.trace import Trace
 
 
@@ -120,7 +120,7 @@ def test_bench_registry_and_balanced_prompts(tmp_path):
 
 @pytest.mark.slow
 def test_profile_drafters_only_keeps_the_table(capsys, patched_target, tmp_path):
-    from dspark_viz.serving.profile import SPSProfile, gpu_like
+    from dspark_viz.cost import SPSProfile, gpu_like
 
     f = tmp_path / "p.json"
     gpu_like(bmax=16).save(f)
@@ -135,7 +135,7 @@ def test_profile_drafters_only_keeps_the_table(capsys, patched_target, tmp_path)
 
 
 def test_record_writes_one_bundle_per_drafter_and_temperature(capsys, patched_target, tmp_path):
-    from dspark_viz.trace_store import read_bundle
+    from dspark_viz.datasets.traces import read_bundle
 
     args = ["record", "--drafters", "lookup", "dspark", "--temperatures", "0", "1", "--per-domain", "1",
             "--max-new-tokens", "8", "--batch", "3", "--out", str(tmp_path)]

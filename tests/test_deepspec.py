@@ -20,14 +20,14 @@ from safetensors.torch import load_file, save_file
 
 from dspark_viz.decode import plain_generate, speculative_generate
 from dspark_viz.drafters import load_drafter
-from dspark_viz.drafters.base import Context
 from dspark_viz.drafters.config import DrafterConfig
-from dspark_viz.drafters.dspark import NeuralDrafter
-from dspark_viz.drafters.export import export_drafter, measure_qk_scale
+from dspark_viz.drafters.deepspec_export import export_drafter, measure_qk_scale
 from dspark_viz.drafters.neural import build_model, init_from_target
+from dspark_viz.drafters.neural_drafter import NeuralDrafter
 from dspark_viz.exact import exact_output_distribution, target_output_distribution
 from dspark_viz.model.target import TargetModel, load_target
 from dspark_viz.model.toy import CharTokenizer, tiny_llama_target
+from dspark_viz.protocol import Context
 from dspark_viz.sampling import sample
 from dspark_viz.scheduler import FixedLength, HardwareAware
 
@@ -205,7 +205,7 @@ def _hidden_states(target, ids):
 # -- Qwen3 targets ----------------------------------------------------------------------------------
 def test_qwen3_target_loads_with_stock_forwards(qwen):
     assert qwen.config.model_type == "qwen3"
-    assert (qwen.matmul_path, qwen.layer_path) == ("stock", "stock") and qwen.attention_path == "sdpa"
+    assert (qwen.paths.matmul, qwen.paths.layers) == ("stock", "stock") and qwen.paths.attention == "sdpa"
     ids = qwen.chat_ids("Hi there")
     _, out = qwen.prefill(ids, features=True)
     hs = _hidden_states(qwen, ids)

@@ -9,8 +9,8 @@ import torch
 from dspark_viz.decode import plain_generate, speculative_generate
 from dspark_viz.drafters import speed_only
 from dspark_viz.drafters.config import DrafterConfig
-from dspark_viz.drafters.dspark import NeuralDrafter
 from dspark_viz.drafters.neural import build_model, init_from_target, load_drafter_file, save_drafter
+from dspark_viz.drafters.neural_drafter import NeuralDrafter
 from dspark_viz.model.toy import tiny_llama_target
 from dspark_viz.train.config import TrainConfig
 from dspark_viz.train.data import _features_batch

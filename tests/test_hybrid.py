@@ -10,13 +10,13 @@ from fractions import Fraction as F
 import pytest
 from test_sampling_exact import ALPHA, STOP8, _stat_setup, _table_drafter, chi2_pvalue
 
+from dspark_viz.cost import SPSProfile
 from dspark_viz.decode import generate_rounds, plain_generate, speculative_generate
 from dspark_viz.drafters.hybrid import HybridDrafter, best_rate, rho_from_tau
 from dspark_viz.drafters.lookup import LookupIndex
 from dspark_viz.exact import exact_output_distribution, target_output_distribution
 from dspark_viz.model.toy import TableTarget
 from dspark_viz.scheduler import FixedLength, HardwareAware
-from dspark_viz.serving.profile import SPSProfile
 
 STEEP = SPSProfile("steep", [1, 2, 4, 8], [10.0, 7.0, 6.0, 5.0])       # verifying more costs a lot
 

@@ -181,8 +181,8 @@ def test_switch_off(monkeypatch):
 def test_target_verification_forward_agrees_with_stock(real_target):
     """A 4-token verification forward through the kernel gives the stock logits up to fp32 rounding."""
     t = real_target
-    if t.matmul_path != "skinny-kernel":
-        pytest.skip(f"target uses {t.matmul_path}")
+    if t.paths.matmul != "skinny-kernel":
+        pytest.skip(f"target uses {t.paths.matmul}")
     ids = t.chat_ids("Name three colours.")
     nxt = torch.tensor([[1000, 2000, 3000, 4000]])
     cache, _ = t.prefill(ids)
@@ -202,10 +202,10 @@ def test_shipped_drafter_block_logits_agree_with_stock(real_target):
     from dspark_viz.drafters import load_drafter
     from dspark_viz.drafters.dspark import vocab_logits
 
-    if real_target.matmul_path != "skinny-kernel":
-        pytest.skip(f"target uses {real_target.matmul_path}")
+    if real_target.paths.matmul != "skinny-kernel":
+        pytest.skip(f"target uses {real_target.paths.matmul}")
     m = load_drafter("dspark", real_target).model
-    assert m.fast_matmul is not None
+    assert m.vocab_product.ext is not None
     h = torch.randn(7, real_target.hidden_size, generator=torch.Generator().manual_seed(1))   # (γ, d)
     with torch.inference_mode():
         fast = vocab_logits(m, h)                                             # (γ, V_d)
@@ -245,7 +245,7 @@ def test_drafter_one_row_products_take_the_kernel(real_target, monkeypatch):
     from dspark_viz.drafters import load_drafter
 
     dr = load_drafter("dspark", real_target)
-    ext = getattr(dr.model, "fast_matmul", None)
+    ext = dr.model.vocab_product.ext
     if ext is None:
         pytest.skip("kernel not in use")
     calls, real = [], ext.skinny_linear

@@ -1,4 +1,4 @@
-"""The package's layers, read from the source with ``ast`` (DESIGN.md §2).
+"""The package's layers, read from the source with ``ast`` (docs/architecture.md).
 
 Every import of a ``dspark_viz`` module counts, at module level or inside a function, so an import
 moved into a function cannot hide a cycle. Lazy imports of heavy optional packages (gradio, altair,
@@ -7,6 +7,9 @@ transformers) are not the package's own and are not checked here.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,8 +36,8 @@ def _resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _imports(mod: str) -> set[str]:
-    """The dspark_viz modules that ``mod`` imports anywhere in its source."""
+def _imported_bases(mod: str) -> set[str]:
+    """Every ``dspark_viz…`` module path that ``mod``'s source names in an import (before resolving names)."""
     path = MODULES[mod]
     is_pkg = path.name == "__init__.py"
     out: set[str] = set()
@@ -43,12 +46,14 @@ def _imports(mod: str) -> set[str]:
             out |= {a.name for a in node.names if a.name.split(".")[0] == "dspark_viz"}
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(mod, is_pkg, node)
-            if base.split(".")[0] != "dspark_viz":
-                continue
-            for a in node.names:
-                full = f"{base}.{a.name}"
-                out.add(full if full in MODULES else base)
-    return {m for m in out if m in MODULES and m != mod}
+            if base.split(".")[0] == "dspark_viz":
+                out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names}
+    return out
+
+
+def _imports(mod: str) -> set[str]:
+    """The dspark_viz modules that ``mod`` imports anywhere in its source."""
+    return {m for m in _imported_bases(mod) if m in MODULES and m != mod}
 
 
 GRAPH = {m: _imports(m) for m in MODULES}
@@ -65,8 +70,9 @@ def _reaches(start: str) -> set[str]:
 
 
 def test_every_module_is_seen():
-    assert {"dspark_viz.decode", "dspark_viz.scheduler", "dspark_viz.model.target",
-            "dspark_viz.serving.profile", "dspark_viz.ui.widgets", "dspark_viz.cli"} <= set(MODULES)
+    assert {"dspark_viz.decode", "dspark_viz.scheduler", "dspark_viz.cost", "dspark_viz.protocol",
+            "dspark_viz.model.target", "dspark_viz.ui.notebook.widgets", "dspark_viz.ui.app.live",
+            "dspark_viz.cli"} <= set(MODULES)
 
 
 def test_no_import_cycles():
@@ -74,50 +80,133 @@ def test_no_import_cycles():
     assert not cycles, f"modules on an import cycle: {cycles}"
 
 
+def test_the_package_imports_modules_by_their_homes():
+    """Inside the package every import names a module that exists (an earlier name, moved.MOVED, is for users)."""
+    bad = {m: sorted(b for b in _imported_bases(m) if b not in MODULES) for m in MODULES}
+    assert not {m: b for m, b in bad.items() if b}
+
+
 def _within(mod: str, *prefixes: str) -> bool:
     return any(mod == p or mod.startswith(p + ".") for p in prefixes)
 
 
-FACES = ("dspark_viz.viz", "dspark_viz.ui", "dspark_viz.cli", "dspark_viz.bench")
-CORE = ("dspark_viz.trace", "dspark_viz.sampling", "dspark_viz.decode", "dspark_viz.metrics", "dspark_viz.exact",
-        "dspark_viz.scheduler", "dspark_viz.calibration", "dspark_viz.settings")
+# The layers, bottom up (docs/architecture.md). The package root (dspark_viz/__init__.py) is the public API and
+# imports from every layer; moved.py maps earlier module names to their homes.
+P = "dspark_viz."
+CORE = tuple(P + m for m in ("settings", "records", "trace", "sampling", "protocol", "cost", "scheduler",
+                             "background", "calibration", "metrics", "exact", "decode"))
+MODEL = (P + "model", P + "fast")
+DRAFTERS = (P + "drafters",)
+DATA_IO = (P + "datasets",)
+SERVING = (P + "serving",)
+ABOVE_DRAFTERS = (P + "train", P + "evaluation")
+FACES = (P + "viz", P + "ui", P + "cli")
+
+
+def test_every_module_has_a_layer():
+    layered = CORE + MODEL + DRAFTERS + DATA_IO + SERVING + ABOVE_DRAFTERS + FACES + (P + "moved",)
+    assert not sorted(m for m in MODULES if m != "dspark_viz" and not _within(m, *layered))
+
+
+@pytest.mark.parametrize("mod", [m for m in MODULES if _within(m, *CORE, *MODEL, *DRAFTERS)])
+def test_core_model_and_drafters_import_nothing_above_them(mod):
+    """No arrow from the core, model/, fast/ or drafters/ into serving/, the data I/O, training, evaluation or
+    a face."""
+    bad = sorted(m for m in _reaches(mod) if _within(m, *DATA_IO, *SERVING, *ABOVE_DRAFTERS, *FACES))
+    assert not bad, f"{mod} reaches {bad}"
 
 
 @pytest.mark.parametrize("mod", [m for m in MODULES if _within(m, *CORE)])
-def test_core_imports_no_face(mod):
-    bad = sorted(m for m in _reaches(mod) if _within(m, *FACES))
-    assert not bad, f"{mod} reaches a face: {bad}"
+def test_the_core_loads_no_drafter_and_no_kernel(mod):
+    """The core reads a target only through the per-target profile lookup, which imports nothing of the model."""
+    bad = sorted(m for m in _reaches(mod) if _within(m, *DRAFTERS, P + "fast", P + "model")
+                 and m not in (P + "model", P + "model.profile"))
+    assert not bad, f"{mod} reaches {bad}"
 
 
-@pytest.mark.parametrize("mod", ["dspark_viz.scheduler", "dspark_viz.calibration"])
+def test_importing_the_core_loads_only_the_core():
+    """At run time too: the decode loop and the drafter protocol import no drafter, kernel or face."""
+    code = ("import sys, dspark_viz.decode, dspark_viz.protocol; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('dspark_viz'))))")
+    env = {k: v for k, v in os.environ.items()} | {"PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    loaded = run.stdout.split()
+    assert "dspark_viz.decode" in loaded and "dspark_viz.protocol" in loaded
+    assert all(_within(m, *CORE, P + "model.profile", P + "model", P + "moved") or m == "dspark_viz" for m in loaded), loaded
+
+
+@pytest.mark.parametrize("mod", [P + "scheduler", P + "calibration", P + "background", P + "cost"])
 def test_policies_import_no_drafter_or_model(mod):
-    bad = sorted(m for m in _reaches(mod) if _within(m, "dspark_viz.drafters", "dspark_viz.model",
-                                                     "dspark_viz.fast", "dspark_viz.train"))
+    bad = sorted(m for m in _reaches(mod) if _within(m, *DRAFTERS, *MODEL, P + "train"))
     assert not bad, f"{mod} reaches {bad}"
 
 
-@pytest.mark.parametrize("mod", [m for m in MODULES if _within(m, "dspark_viz.viz")])
+def test_the_cost_model_is_a_leaf():
+    assert GRAPH[P + "cost"] <= {P + "settings", P + "records"}
+
+
+@pytest.mark.parametrize("mod", [m for m in MODULES if _within(m, P + "viz")])
 def test_viz_reads_traces_not_models(mod):
-    bad = sorted(m for m in _reaches(mod) if _within(m, "dspark_viz.model", "dspark_viz.fast", "dspark_viz.train",
-                                                     "dspark_viz.drafters", "dspark_viz.decode",
-                                                     "dspark_viz.ui", "dspark_viz.cli"))
+    bad = sorted(m for m in _reaches(mod) if _within(m, *MODEL, *DRAFTERS, P + "train", P + "decode",
+                                                     P + "ui", P + "cli"))
     assert not bad, f"{mod} reaches {bad}"
 
 
-@pytest.mark.parametrize("mod", [m for m in MODULES if not _within(m, "dspark_viz.ui", "dspark_viz.cli")])
-def test_nothing_below_the_faces_imports_ui_or_cli(mod):
-    bad = sorted(m for m in GRAPH[mod] if _within(m, "dspark_viz.ui", "dspark_viz.cli"))
+@pytest.mark.parametrize("mod", [m for m in MODULES if m != "dspark_viz" and not _within(m, *FACES)])
+def test_nothing_below_the_faces_imports_a_face(mod):
+    bad = sorted(m for m in GRAPH[mod] if _within(m, *FACES))
     assert not bad, f"{mod} imports {bad}"
 
 
-def test_serving_profile_is_a_leaf():
-    assert GRAPH["dspark_viz.serving.profile"] <= {"dspark_viz.settings"}
+@pytest.mark.parametrize("toolkit, other", [("app", "notebook"), ("notebook", "app")])
+def test_the_two_ui_toolkits_do_not_import_each_other(toolkit, other):
+    for mod in (m for m in MODULES if _within(m, f"{P}ui.{toolkit}")):
+        bad = sorted(m for m in _reaches(mod) if _within(m, f"{P}ui.{other}"))
+        assert not bad, f"{mod} reaches {bad}"
 
 
 def test_fast_path_imports_no_model_or_drafter():
-    for mod in (m for m in MODULES if _within(m, "dspark_viz.fast")):
-        bad = sorted(m for m in _reaches(mod) if _within(m, "dspark_viz.model", "dspark_viz.drafters"))
+    for mod in (m for m in MODULES if _within(m, P + "fast")):
+        bad = sorted(m for m in _reaches(mod) if _within(m, P + "model", *DRAFTERS))
         assert not bad, f"{mod} reaches {bad}"
+
+
+def test_only_the_fast_path_touches_the_kernels():
+    """One door: the target and the drafters ask fast/ (its package) for their products; nothing outside fast/
+    but the tools that report on the kernels (cli setup, machine_info) imports kernels, attention or lean."""
+    inner = {P + "fast.kernels", P + "fast.attention", P + "fast.lean"}
+    reporters = {P + "cli.setup", P + "evaluation.machine_info"}
+    bad = sorted(m for m in MODULES if not _within(m, P + "fast") and m not in reporters and GRAPH[m] & inner)
+    assert not bad, f"modules reaching into fast/ past its door: {bad}"
+
+
+def test_earlier_module_names_are_the_modules_at_their_homes():
+    import importlib
+
+    from dspark_viz.moved import MOVED
+
+    for old, new in MOVED.items():
+        assert new in MODULES, f"{old} → {new}: no such module"
+        assert old not in MODULES, f"{old} is still a file: one home per module"
+        assert importlib.import_module(old) is importlib.import_module(new), old
+    import dspark_viz as dv
+    from dspark_viz import protocol
+    from dspark_viz.drafters.base import Drafter
+    from dspark_viz.model import profile
+    from dspark_viz.serving.profile import SPSProfile, profile_for
+    assert dv.SPSProfile is SPSProfile and Drafter is protocol.Drafter and profile_for is profile.profile_for
+
+
+def test_pyproject_lists_every_package():
+    """pyproject.toml lists the packages (assets/ is mapped into the package, so they cannot be found by
+    setuptools' search); a new folder must be added there or a wheel would lack it."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    on_disk = {_module_name(p) for p in PKG.rglob("__init__.py")}
+    assert set(cfg["packages"]) == on_disk | {"dspark_viz.assets"}
+    assert cfg["package-dir"] == {"dspark_viz.assets": "assets"}
 
 
 def test_modules_stay_small():

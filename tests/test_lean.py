@@ -16,8 +16,8 @@ def _forward(t, ids, new, **kw):
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 11])
 def test_logits_and_features_equal_stock_layers(real_target, n):
     t = real_target
-    if t.layer_path != "lean":
-        pytest.skip(f"target layers: {t.layer_path}")
+    if t.paths.layers != "lean":
+        pytest.skip(f"target layers: {t.paths.layers}")
     ids = t.chat_ids("Name three colours.")
     new = [1000 + 37 * i for i in range(n)]
     with lean.unfused(t.model):                          # the Python lean forward; fused: see below
@@ -32,8 +32,8 @@ def test_logits_and_features_equal_stock_layers(real_target, n):
 def test_lean_path_runs_and_steps_aside(real_target, monkeypatch):
     """2–8 rows take the lean forward in every layer; prefill and one-token steps keep the stock one."""
     t = real_target
-    if t.layer_path != "lean":
-        pytest.skip(f"target layers: {t.layer_path}")
+    if t.paths.layers != "lean":
+        pytest.skip(f"target layers: {t.paths.layers}")
     calls = {"n": 0}
     norm = lean._norm
 
@@ -142,7 +142,7 @@ def test_fused_switch_off(monkeypatch):
 def test_fused_target_forward_agrees_with_stock(real_target):
     """The embedded target (fp32): fused verification logits within 1e-4 of the stock layers."""
     t = real_target
-    if t.layer_path != "lean" or not lean.fused(t.model):
+    if t.paths.layers != "lean" or not lean.fused(t.model):
         pytest.skip("fused layers not in use")
     ids, new = t.chat_ids("Name three colours."), [1000 + 37 * i for i in range(4)]
     fused = _forward(t, ids, new)

@@ -1,4 +1,4 @@
-"""Tests for the prompt suites: the reader ``dspark_viz.prompts`` and the generator ``tools/make_prompts.py``."""
+"""Tests for the prompt suites: the reader ``dspark_viz.datasets.prompts`` and the generator ``tools/make_prompts.py``."""
 
 import importlib.util
 import json
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dspark_viz import prompts as P
+from dspark_viz.datasets import prompts as P
 from dspark_viz.settings import assets
 
 ROOT = Path(__file__).resolve().parents[1]

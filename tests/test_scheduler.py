@@ -10,6 +10,7 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
+from dspark_viz.cost import SPSProfile, gpu_like, jagged
 from dspark_viz.scheduler import (
     AsyncGlobal,
     FixedLength,
@@ -22,7 +23,6 @@ from dspark_viz.scheduler import (
     make_policy,
     survival,
 )
-from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged
 
 
 def smooth_profile(rng, bmax=24) -> SPSProfile:

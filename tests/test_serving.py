@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from dspark_viz import cost
+from dspark_viz.cost import SPSProfile, gpu_like, jagged, named_profile
+from dspark_viz.model import profile
 from dspark_viz.scheduler import AsyncGlobal, FixedLength, HardwareAware, StaticThreshold
-from dspark_viz.serving import profile
 from dspark_viz.serving import simulate as sim
 from dspark_viz.serving.measure import default_batches, measure_profile
-from dspark_viz.serving.profile import SPSProfile, gpu_like, jagged, named_profile
 from dspark_viz.serving.simulate import headline, simulate, sweep, threshold_sweep
 from dspark_viz.trace import DraftToken, Round, Trace
 
@@ -67,7 +68,7 @@ def test_synthetic_profiles():
 
 
 def test_named_cpu_profile(tmp_path, monkeypatch):
-    monkeypatch.setattr(profile, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(cost, "PROFILE_DIR", tmp_path)
     with pytest.raises(FileNotFoundError, match="dspark-viz profile"):
         named_profile("cpu")
     SPSProfile("measured", [1, 2], [50.0, 40.0], device="cpu").save(tmp_path / "cpu.json")
@@ -80,11 +81,12 @@ def test_profile_for_picks_the_curve_of_the_targets_setup(tmp_path, monkeypatch)
 
     import torch
 
-    monkeypatch.setattr(profile, "PROFILE_DIR", tmp_path)
-    fp32 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="skinny-kernel")
-    stock = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, matmul_path="stock")
-    bf16 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.bfloat16, matmul_path="skinny-kernel")
-    gpu = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.bfloat16, matmul_path="stock")
+    monkeypatch.setattr(cost, "PROFILE_DIR", tmp_path)
+    kernel, plain = SimpleNamespace(matmul="skinny-kernel"), SimpleNamespace(matmul="stock")
+    fp32 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, paths=kernel)
+    stock = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, paths=plain)
+    bf16 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.bfloat16, paths=kernel)
+    gpu = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.bfloat16, paths=plain)
     assert profile.profile_for(fp32).name == "gpu-like"                    # nothing measured yet
     SPSProfile("kernel", [1, 2], [50.0, 49.0], device="cpu").save(tmp_path / "cpu.json")
     assert profile.profile_for(bf16).name == "kernel"                      # falls back to cpu.json

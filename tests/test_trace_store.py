@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from dspark_viz import metrics
+from dspark_viz.datasets.synthetic import PAPER_FIG2, paper_scale_offsets, paper_scale_traces
+from dspark_viz.datasets.traces import (FORMAT, bundle_name, compact_diag, load_bundle, load_traces, read_bundle,
+                                    recorded_traces, save_bundle)
 from dspark_viz.decode import speculative_generate
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
 from dspark_viz.model.toy import TableTarget
 from dspark_viz.scheduler import FixedLength
 from dspark_viz.settings import assets
-from dspark_viz.synthetic import PAPER_FIG2, paper_scale_offsets, paper_scale_traces
 from dspark_viz.trace import Trace
-from dspark_viz.trace_store import (FORMAT, bundle_name, compact_diag, load_bundle, load_traces, read_bundle,
-                                    recorded_traces, save_bundle)
 
 SHIPPED = ("dspark", "dspark-rnn", "dflash", "eagle", "lookup")
 
@@ -143,7 +143,7 @@ def test_paper_scale_traces_follow_the_paper_curves_and_say_they_are_synthetic()
 
 
 def test_the_apps_model_free_tabs_read_the_recording_out_of_sample():
-    from dspark_viz.ui.resources import build_calibration, load_recorded
+    from dspark_viz.ui.app.resources import build_calibration, load_recorded
 
     rec = load_recorded()
     assert not rec.synthetic and len(rec.traces) == 90 and "dspark_T1.json.gz" in rec.note

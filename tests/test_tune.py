@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from dspark_viz import machine
+from dspark_viz.evaluation import dtype_choice
 from dspark_viz.fast import tune
-from dspark_viz.model import target as model_target
+from dspark_viz.model import dtypes
 
 
 @pytest.fixture
@@ -30,12 +30,12 @@ def test_choice_file_is_per_fingerprint(fresh_cache, monkeypatch):
     d = tune.read_choice()
     assert d["default_dtype"] == "bfloat16" and set(d["sizes"]) == {"float32", "bfloat16"}
     assert tune.kept_default_dtype() == "bfloat16"
-    assert model_target._dtype(None, "cpu") == torch.bfloat16                   # the CPU default follows it
-    assert model_target._dtype(None, "cuda") == torch.bfloat16
+    assert dtypes.resolve(None, "cpu") == torch.bfloat16                   # the CPU default follows it
+    assert dtypes.resolve(None, "cuda") == torch.bfloat16
     n = torch.get_num_threads()
     monkeypatch.setattr(torch, "get_num_threads", lambda: n + 1)                # another thread count …
     assert tune.read_choice() == {} and tune.kept_default_dtype() is None       # … is another machine
-    assert model_target._dtype(None, "cpu") == torch.float32
+    assert dtypes.resolve(None, "cpu") == torch.float32
 
 
 def test_a_corrupt_choice_file_is_ignored(fresh_cache):
@@ -54,30 +54,30 @@ def test_each_size_takes_its_fastest_path_ties_to_our_own():
 def test_tune_off_measures_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("DSPARK_CACHE", str(tmp_path))
     monkeypatch.setenv("DSPARK_TUNE", "0")
-    assert machine.choose_default_dtype() == "float32"
+    assert dtype_choice.choose_default_dtype() == "float32"
     assert not (tmp_path / "tune").exists()
 
 
 @pytest.mark.slow
 def test_paths_are_measured_once_and_taken(real_target, fresh_cache):
     t = real_target
-    if t.matmul_path == "stock":
+    if t.paths.matmul == "stock":
         pytest.skip("the fast path is off here (DSPARK_SKINNY=0 or not applicable): nothing to choose")
     t.choose_paths()
     kept = tune.read_choice()["sizes"]["float32"]
     assert set(map(int, kept["ms"])) == set(tune.SIZES) == set(map(int, kept["path"]))
     assert all(v["fast"] > 0 and v["stock"] > 0 for v in kept["ms"].values())
-    assert t.size_paths == {int(n): p for n, p in kept["path"].items()} and "measured now" in t.path_choice
+    assert t.paths.sizes == {int(n): p for n, p in kept["path"].items()} and "measured now" in t.paths.choice
     t.choose_paths()
-    assert "measured on this machine" in t.path_choice
+    assert "measured on this machine" in t.paths.choice
     # a size forced onto the stock path computes the same logits as the fast path, up to summation order
     ids = t.chat_ids("Count to five.")
     cache_a, out_a = t.prefill(ids)
-    t.size_paths = {n: "stock" for n in tune.SIZES}
+    t.paths.sizes = {n: "stock" for n in tune.SIZES}
     cache_b, out_b = t.prefill(ids)
     x = torch.tensor([ids[-4:]])
     la = t.forward(x, cache_a, choose_path=False).logits
     lb = t.forward(x, cache_b).logits
-    t.size_paths = {}
+    t.paths.sizes = {}
     assert float((la - lb).abs().max()) < 1e-3 * float(la.abs().max())
     json.dumps(tune.read_choice())                                              # the file stays plain JSON

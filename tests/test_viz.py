@@ -14,9 +14,9 @@ pytest.importorskip("altair")
 
 from dspark_viz import calibration as cal
 from dspark_viz import metrics, viz
-from dspark_viz.serving.profile import gpu_like, jagged
-from dspark_viz.serving.simulate import sweep, threshold_sweep
+from dspark_viz.cost import gpu_like, jagged
 from dspark_viz.scheduler import HardwareAware, StaticThreshold
+from dspark_viz.serving.simulate import sweep, threshold_sweep
 from dspark_viz.trace import DraftToken, Round, Trace
 
 

@@ -7,12 +7,12 @@ import pytest
 pytest.importorskip("ipywidgets")
 pytest.importorskip("altair")
 
+from dspark_viz.background import SYNTHETIC_BACKGROUND, LoadedPolicy, tile_requests
+from dspark_viz.cost import gpu_like, jagged
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
 from dspark_viz.model.toy import TableTarget
 from dspark_viz.scheduler import HardwareAware
-from dspark_viz.serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy, tile_requests
-from dspark_viz.serving.profile import gpu_like, jagged
-from dspark_viz.ui.widgets import CalibrationExplorer, DecodePanel, SchedulerPlayground
+from dspark_viz.ui.notebook.widgets import CalibrationExplorer, DecodePanel, SchedulerPlayground
 
 VL = "application/vnd.vegalite.v5+json"
 

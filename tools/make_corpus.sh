@@ -11,7 +11,6 @@ THREADS=${THREADS:-1}
 PROMPT_BATCHES=${PROMPT_BATCHES:-140}
 TOKEN_BUDGET=${TOKEN_BUDGET:-2000000}
 SUITE=${SUITE:-assets/prompts/magpie.jsonl.gz}
-[ -d "$(dirname "$SUITE")" ] || SUITE=dspark_viz/assets/prompts/magpie.jsonl.gz
 TRAIN=$(dirname "$SUITE")/train.jsonl
 
 $DV corpus prompts --raw corpus/prompts-raw --batches "$PROMPT_BATCHES" --batch-size 256 --dtype bf16 \

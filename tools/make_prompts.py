@@ -1,9 +1,9 @@
 """Write the package's prompt suites (math / code / chat) from the data in ``tools/prompt_templates/``.
 
-    python tools/make_prompts.py --out dspark_viz/assets/prompts
+    python tools/make_prompts.py --out assets/prompts
 
 writes ``train.jsonl`` and ``eval.jsonl``: one ``{"turns": [prompt], "domain": d}`` record a line, the
-format ``dspark_viz.prompts.load_prompts`` reads. Every prompt is written for dspark_viz; none is copied
+format ``dspark_viz.datasets.prompts.load_prompts`` reads. Every prompt is written for dspark_viz; none is copied
 from a public benchmark. The output depends only on the template files and the seed, so unchanged
 templates give the shipped files byte for byte. Standard library only.
 

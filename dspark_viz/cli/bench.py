@@ -15,11 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from .. import machine
-from ..bench import runner
-from ..bench.methods import DEFAULT_METHODS, METHODS, BenchSettings, unload_drafters
-from ..bench.report import format_table, markdown_report
 from ..decode import check_settings
+from ..evaluation import dtype_choice
+from ..evaluation import speed_runner as runner
+from ..evaluation.speed_methods import DEFAULT_METHODS, METHODS, BenchSettings, unload_drafters
+from ..evaluation.speed_report import format_table, markdown_report
 from ..model import target as model_target  # looked up per call: tests substitute load_target
 from .common import set_threads
 
@@ -98,7 +98,7 @@ def run_bench(a: argparse.Namespace) -> int:
     log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
     labels_of = None
     if auto:
-        ours = {"float32": "fp32", "bfloat16": "bf16"}[machine.choose_default_dtype(log=log)]
+        ours = {"float32": "fp32", "bfloat16": "bf16"}[dtype_choice.choose_default_dtype(log=log)]
         labels_of = {m: (["fp32", "bf16"] if m.startswith("hf_") else [ours]) for m in methods}
     reports = []
     groups = [dtypes] if mixed else [[d] for d in dtypes]

@@ -5,8 +5,9 @@ import argparse
 
 import torch
 
-from .. import machine
 from ..drafters.deepspec_config import feature_layers_for
+from ..evaluation.dtype_choice import dtype_for
+from ..model import target as model_target  # looked up per call: tests substitute load_target
 
 
 def set_threads(n: int | None) -> None:
@@ -22,7 +23,7 @@ def load_target_from_args(a: argparse.Namespace):
     """The target named by --target / --dtype (the embedded SmolLM2 by default), after --threads; with the
     feature layers a ``--drafter DIR`` (DeepSpec checkpoint folder) reads."""
     set_threads(getattr(a, "threads", None))
-    return machine.load_target(getattr(a, "target", None), dtype=getattr(a, "dtype", None),
+    return model_target.load_target(getattr(a, "target", None), dtype=dtype_for(None, getattr(a, "dtype", None)),
                                     feature_layers=feature_layers_for(getattr(a, "drafter", None)))
 
 

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from ..calibration import STSCalibration, calibration_report, fit_sts, rollouts_from_traces
+from ..datasets.traces import load_traces
 from ..drafters import load_drafter
 from ..drafters.neural import calibration_path
-from ..evaluate import evaluate_drafter, format_report, load_eval_prompts, to_json
-from ..trace_store import load_traces
+from ..evaluation.full_block import evaluate_drafter, format_report, load_eval_prompts, to_json
 from .common import add_target_args, load_target_from_args
 
 

@@ -8,8 +8,8 @@ import torch
 
 from ..drafters import load_drafter
 from ..drafters.deepspec_config import is_drafter_dir
-from ..drafters.export import EXPORTABLE, QK_NORMS, export_drafter, measure_qk_scale
-from ..evaluate import load_eval_prompts
+from ..drafters.deepspec_export import EXPORTABLE, QK_NORMS, export_drafter, measure_qk_scale
+from ..evaluation.full_block import load_eval_prompts
 from ..settings import assets
 from .common import add_target_args, load_target_from_args
 

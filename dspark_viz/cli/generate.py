@@ -5,13 +5,15 @@ import argparse
 import os
 import sys
 
-from .. import machine, metrics
+from .. import metrics
+from ..cost import named_profile
 from ..decode import check_settings, generate_rounds
 from ..drafters import NAMES, load_drafter
 from ..drafters.deepspec_config import feature_layers_for, is_drafter_dir
 from ..drafters.neural import is_card_path
-from ..scheduler import make_policy
-from ..serving.profile import named_profile
+from ..evaluation.dtype_choice import dtype_for
+from ..model import target as model_target  # looked up per call: tests substitute load_target
+from ..scheduler import POLICY_NAMES, make_policy
 from .common import set_threads
 
 # -- terminal colours ------------------------------------------------------------------------------
@@ -56,8 +58,7 @@ def add_generate(ap: argparse.ArgumentParser) -> None:
                     "(dspark, dspark-rnn, dflash, eagle), a drafter card FILE.json, a DeepSpec checkpoint "
                     "folder, NAME+lookup, or none for plain decoding")
     ap.add_argument("--gamma", type=int, default=None, help="block size of the lookup drafter (default 7)")
-    ap.add_argument("--policy", default="fixed", help="fixed (ℓ = γ), fixed-<ℓ>, threshold, hardware-aware, "
-                    "async-global, retrospective")
+    ap.add_argument("--policy", default="fixed", help=f"{', '.join(POLICY_NAMES)} (fixed: ℓ = γ)")
     ap.add_argument("--theta", type=float, default=0.5, help="threshold of the threshold policy")
     ap.add_argument("--sps-profile", default=None, help="SPS profile for hardware-aware / async-global: "
                     "gpu-like, jagged, cpu or a .json path (default gpu-like)")
@@ -105,7 +106,7 @@ def run_generate(a: argparse.Namespace) -> int:
         raise ValueError(f"--trace-out {a.trace_out} is a folder: give a file name")
     set_threads(a.threads)
 
-    target = machine.load_target(a.target, device=a.device, dtype=a.dtype,
+    target = model_target.load_target(a.target, device=a.device, dtype=dtype_for(a.device, a.dtype),
                                       feature_layers=feature_layers_for(drafter_name))
     drafter = None
     if drafter_name not in PLAIN_NAMES:

@@ -1,7 +1,7 @@
 """``dspark-viz record``: full-block traces of every drafter on the evaluation prompts, one bundle per
 (drafter, temperature) — the recorded evidence the notebooks and the app's model-free tabs replay.
 
-    dspark-viz record                          # writes dspark_viz/assets/traces/<drafter>_T<T>.json.gz
+    dspark-viz record                          # writes assets/traces/<drafter>_T<T>.json.gz
     dspark-viz record --drafters dspark --temperatures 1 --out /tmp/traces --force
 
 Each bundle is written once it is complete, so an interrupted run resumes at the next missing one.
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
+from ..datasets.traces import bundle_name, save_bundle
 from ..drafters import load_drafter
-from ..evaluate import evaluate_drafter, load_eval_prompts
+from ..evaluation.full_block import evaluate_drafter, load_eval_prompts
 from ..fast import tune
 from ..settings import assets
-from ..trace_store import bundle_name, save_bundle
 from .common import add_target_args, load_target_from_args
 
 DRAFTERS = ["dspark", "dspark-rnn", "dflash", "eagle", "lookup"]

@@ -6,17 +6,18 @@ import json
 import time
 from pathlib import Path
 
-from .. import machine
+from ..cost import SPSProfile, named_profile
+from ..datasets.prompts import load_prompts
+from ..datasets.traces import bundle_name, load_traces
 from ..drafters import NEURAL, load_drafter
+from ..evaluation import dtype_choice
 from ..model import target as model_target
-from ..prompts import load_prompts
+from ..model.profile import cpu_profile_file
 from ..scheduler import HardwareAware
 from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
 from ..serving.measure import measure_draft_costs, measure_profile
-from ..serving.profile import SPSProfile, cpu_profile_file, named_profile
 from ..serving.simulate import SWEEP_POLICIES, headline, sweep
 from ..settings import assets
-from ..trace_store import bundle_name, load_traces
 from .common import add_target_args, load_target_from_args, set_threads
 
 
@@ -37,13 +38,13 @@ def add_profile(p: argparse.ArgumentParser) -> None:
 
 
 def run_tune(a) -> None:
-    """Re-measure the per-size path choice and the default CPU dtype (fast/tune.py, dspark_viz.machine)."""
+    """Re-measure the per-size path choice and the default CPU dtype (fast/tune.py, evaluation/dtype_choice.py)."""
     log = lambda s: print(s, flush=True)                                        # noqa: E731
     for dt in ([a.dtype] if a.dtype else ["fp32", "bf16"]):
         t = model_target.load_target(a.target, device="cpu", dtype=dt, tune_paths=False)
         t.choose_paths(force=True)
-        log(f"{dt}: {t.path_choice}")
-    log(f"default CPU dtype: {machine.choose_default_dtype(force=True, log=log)}")
+        log(f"{dt}: {t.paths.choice}")
+    log(f"default CPU dtype: {dtype_choice.choose_default_dtype(force=True, log=log)}")
 
 
 def run_profile(a) -> None:
@@ -60,7 +61,7 @@ def run_profile(a) -> None:
     if a.out is None:
         if not str(target.device).startswith("cpu"):
             raise ValueError("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
-        a.out = str(cpu_profile_file(str(target.dtype), target.matmul_path))
+        a.out = str(cpu_profile_file(str(target.dtype), target.paths.matmul))
     if a.drafters_only:
         if not Path(a.out).exists():
             raise FileNotFoundError(f"--drafters-only needs an existing profile at {a.out}: run `dspark-viz profile` first")

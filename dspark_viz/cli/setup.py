@@ -14,7 +14,7 @@ def add_warm(p: argparse.ArgumentParser) -> None:
 def run_warm(a: argparse.Namespace) -> int:
     t = load_target(a.target)
     print(f"target {t.name}: {t.n_layers} layers, d={t.hidden_size}, V={t.vocab_size}, loaded in "
-          f"{t.load_seconds:.1f}s on {t.device} ({t.dtype}); few-token forwards: {t.matmul_path}")
+          f"{t.load_seconds:.1f}s on {t.device} ({t.dtype}); few-token forwards: {t.paths.matmul}")
     return 0
 
 

@@ -1,8 +1,13 @@
-"""Drafters: prompt lookup, a random test drafter, and the neural family (DSpark, DFlash, EAGLE)."""
+"""Drafters: prompt lookup, a random test drafter, and the neural family (DSpark, DFlash, EAGLE).
+
+Every drafter implements the protocol of ``dspark_viz.protocol`` (re-exported here); ``load_drafter`` is the one
+way in by name. The names come from one table, ``config.SHIPPED``.
+"""
 from __future__ import annotations
 
-from ..serving.profile import profile_for
-from .base import Context, Draft, Drafter
+from ..model.profile import profile_for
+from ..protocol import Context, Draft, Drafter
+from .config import ALGOS
 from .deepspec import load_deepspec
 from .deepspec_config import is_drafter_dir
 from .hybrid import HybridDrafter
@@ -10,7 +15,7 @@ from .lookup import LookupDrafter
 from .neural import is_card_path, load_card, load_shipped
 from .random import RandomDrafter
 
-NEURAL = ("dspark", "dspark-rnn", "dflash", "eagle")
+NEURAL = ALGOS                                   # the shipped neural drafters (config.SHIPPED)
 NAMES = ("lookup",) + NEURAL + tuple(f"{n}+lookup" for n in NEURAL)
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-ALGOS = ("dspark", "dspark-rnn", "dflash", "eagle")
+# The one table of neural drafter names: algorithm → the stem of its shipped files (assets/drafters/<stem>.json).
+SHIPPED = {"dspark": "dspark_markov", "dspark-rnn": "dspark_rnn", "dflash": "dflash", "eagle": "eagle"}
+ALGOS = tuple(SHIPPED)
 
 
 @dataclass(frozen=True)

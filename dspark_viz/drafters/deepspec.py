@@ -20,12 +20,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .. import fast
 from ..calibration import STSCalibration
-from ..fast import kernels
 from ..sampling import probs_from_logits, sample
 from .backbone import RMSNorm, apply_rope, rope_cos_sin
 from .deepspec_config import DeepSpecConfig, calibration_file, check_target, read_config, read_weights
-from .dspark import DIAG_TOPK, NeuralDrafter
+from .dspark import DIAG_TOPK
+from .neural_drafter import NeuralDrafter
 
 SHARED = ("embed_tokens.weight", "lm_head.weight")      # kept as tensors (shared with the target when equal)
 
@@ -128,7 +129,7 @@ class DeepSpecModel(nn.Module):
             self.confidence_head = None
         self.columns = columns            # (m·d,) which target feature columns are this drafter's, or None: all
         self.embed_w = self.lm_w = None   # (V, d) each, set by the loader
-        self.fast_matmul = None
+        self.vocab_product = fast.RowProduct()   # torch's product until the loader hands over the kernel
 
     @property
     def conf(self):                       # NeuralDrafter: has_confidence
@@ -136,9 +137,7 @@ class DeepSpecModel(nn.Module):
 
     def logits(self, h):
         """h (γ, d) → U (γ, V) = lm_head(h), through the few-row kernel when the loader set one."""
-        if self.fast_matmul is not None and kernels.applies(h, self.lm_w):
-            return kernels.linear(self.fast_matmul, h, self.lm_w)
-        return h @ self.lm_w.T
+        return self.vocab_product(h, self.lm_w)
 
     # -- context -----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -248,11 +247,7 @@ def load_deepspec(path, target, calibrated: bool = True, name: str | None = None
     model.to(device=target.device, dtype=dtype)
     model.embed_w = _shared(st["embed_tokens.weight"].to(target.device, dtype), target.embed_weight)
     model.lm_w = _shared(st["lm_head.weight"].to(target.device, dtype), target.lm_head_weight)
-    if getattr(target, "matmul_path", "stock") == "skinny-kernel":       # the target's few-row kernel, here too
-        ext = kernels.load()
-        if ext is not None:
-            kernels.patch_linears(model, ext, min_rows=1)
-            model.fast_matmul = ext
+    model.vocab_product = fast.install_drafter(model, getattr(target, "paths", None))   # the target's kernel too
     card = {"format": "deepspec", "algo": cfg.algo, "path": str(cfg.path),
             "target_layer_ids": list(cfg.target_layer_ids), "feature_layers": cfg.feature_layers,
             "gamma": cfg.gamma, "markov_rank": cfg.markov_rank, "markov_head_type": cfg.head_type,

@@ -15,7 +15,7 @@ transformers' ``hidden_states[l + 1]``. TargetModel.feature_layers index ``hidde
 our feature layer = id + 1. The final layer L − 1 is never allowed: ``hidden_states[L]`` is the
 final-norm output, not the raw layer output the drafter was trained on.
 
-``config.json`` may carry a ``dspark_viz`` block (written by drafters/export.py, ignored by DeepSpec):
+``config.json`` may carry a ``dspark_viz`` block (written by drafters/deepspec_export.py, ignored by DeepSpec):
 ``qk_norm: false`` marks draft layers without per-head q/k RMSNorm.
 """
 from __future__ import annotations

@@ -12,19 +12,20 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..fast import kernels
+from ..fast import RowProduct
 from ..sampling import probs_from_logits, sample
 from .backbone import ParallelBackbone
-from .base import Context, Draft, Drafter
 from .config import DrafterConfig
 from .heads import ConfidenceHead, make_head
+from .neural_drafter import NeuralDrafter  # noqa: F401  (its earlier home; drafters/neural_drafter.py)
 
 DIAG_TOPK = 8
 
 
 def register_draft_vocab(module: nn.Module, vocab_ids: torch.Tensor, embed: torch.Tensor, lm_head: torch.Tensor):
     """vocab_ids (V_d,) saved; full2draft (V,) → draft index or V_d (outside); W_vd (V_d, d) = LM head rows.
-    The target's embedding and LM head are shared frozen references, never saved with the drafter."""
+    The target's embedding and LM head are shared frozen references, never saved with the drafter. The
+    vocabulary projection is torch's product until a loader hands over the kernel (fast.install_drafter)."""
     V, vd = embed.shape[0], vocab_ids.shape[0]
     module.register_buffer("vocab_ids", vocab_ids.long(), persistent=True)
     f2d = torch.full((V,), vd, dtype=torch.long)
@@ -32,11 +33,12 @@ def register_draft_vocab(module: nn.Module, vocab_ids: torch.Tensor, embed: torc
     module.register_buffer("full2draft", f2d, persistent=False)
     module.register_buffer("W_vd", lm_head.detach()[vocab_ids.long()].clone(), persistent=False)
     module.embed, module.lm_head = embed, lm_head
+    module.vocab_product = RowProduct()
 
 
 def full_vocab_rows(module: nn.Module, rows: list[torch.Tensor]) -> torch.Tensor:
     """γ × (V_d,) draft-vocabulary distributions → (γ, V) over the target's vocabulary, 0 outside V_d
-    (one scatter along the vocabulary: ~3× faster than an indexed assignment at V = 49,152)."""
+    (one scatter along the vocabulary rather than an indexed assignment)."""
     R = torch.stack(rows)                                                                # (γ, V_d)
     idx = module.vocab_ids.expand(R.shape[0], -1)                                        # (γ, V_d)
     return torch.zeros(R.shape[0], module.full2draft.shape[0], dtype=R.dtype, device=R.device).scatter_(1, idx, R)
@@ -44,10 +46,7 @@ def full_vocab_rows(module: nn.Module, rows: list[torch.Tensor]) -> torch.Tensor
 
 def vocab_logits(module: nn.Module, h: torch.Tensor) -> torch.Tensor:
     """h (…, d) → h W_vdᵀ (…, V_d); a block of ≤ 8 rows takes the few-row kernel when the loader set one."""
-    fast, W = getattr(module, "fast_matmul", None), module.W_vd
-    if fast is not None and kernels.applies(h, W):
-        return kernels.linear(fast, h, W)
-    return h @ W.T.to(h.dtype)
+    return module.vocab_product(h, module.W_vd)
 
 
 class DSparkModel(nn.Module):
@@ -121,29 +120,3 @@ class DSparkModel(nn.Module):
                               "chosen": tok})
             prev = torch.tensor([j], device=dev)
         return toks, full_vocab_rows(self, rows), (conf or None), (diags or None)            # p (γ, V)
-
-
-class NeuralDrafter(Drafter):
-    """Adapts a drafter model (DSparkModel / EagleModel) to the decode loop's protocol."""
-    needs_features = True
-
-    def __init__(self, model, name: str, target, card: dict | None = None):
-        self.model, self.name, self.target = model.eval(), name, target
-        self.diagnostics = True             # top-k U_k / B_k per slot for the charts; drafters.speed_only: off
-        self.gamma = model.cfg.gamma
-        self.has_confidence = getattr(model, "conf", None) is not None
-        self.card = card or {}
-
-    def begin(self, ctx: Context):
-        return self.model.begin(ctx.features, list(ctx.prompt_ids))
-
-    def propose(self, state, anchor, anchor_pos, temperature, generator) -> Draft:
-        toks, p, conf, diags = self.model.propose(state, anchor, anchor_pos, temperature, generator,
-                                                  diag=self.diagnostics)
-        if diags:
-            for dg in diags:
-                dg["tokens"] = [self.target.token_text(i) for i in dg["ids"]]
-        return Draft(tokens=toks, p_draft=p, confidence=conf, diag=diags, source="neural")
-
-    def commit(self, state, tokens, features) -> None:
-        self.model.extend(state, features, list(tokens))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .base import Context, Draft, Drafter
+from ..protocol import Context, Draft, Drafter
 from .lookup import LookupIndex
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Context, Draft, Drafter
+from ..protocol import Context, Draft, Drafter
 
 
 class LookupIndex:

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import torch
 
+from .. import fast
 from ..calibration import STSCalibration
-from ..fast import kernels
 from ..settings import assets
-from .config import DrafterConfig
+from .config import SHIPPED, DrafterConfig
 from .deepspec_config import calibration_file, is_drafter_dir
-from .dspark import DSparkModel, NeuralDrafter
+from .dspark import DSparkModel
 from .eagle import EagleModel
+from .neural_drafter import NeuralDrafter
 
 FORMAT = "dspark_viz-drafter/1"
-SHIPPED = {"dspark": "dspark_markov", "dspark-rnn": "dspark_rnn", "dflash": "dflash", "eagle": "eagle"}
 ASSETS = assets("drafters")
 
 
@@ -115,11 +115,7 @@ def load_drafter_file(path: str | Path, target, name: str | None = None) -> Neur
                          f"unexpected {unexpected[:3]})")
     model.to(device=target.device, dtype=target.dtype if target.dtype != torch.float16 else torch.float32)
     model.W_vd = model.W_vd.to(next(model.parameters()).dtype)
-    if getattr(target, "matmul_path", "stock") == "skinny-kernel":      # the target's few-row kernel, here too
-        ext = kernels.load()
-        if ext is not None:                                            # one-row products too (head steps, fuse)
-            kernels.patch_linears(model, ext, min_rows=1)
-            model.fast_matmul = ext
+    model.vocab_product = fast.install_drafter(model, getattr(target, "paths", None))   # the target's kernel too
     return NeuralDrafter(model, name or card["algo"], target, card)
 
 

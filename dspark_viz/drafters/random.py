@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from ..protocol import Draft, Drafter
 from ..sampling import probs_from_logits, sample
-from .base import Draft, Drafter
 
 
 class RandomDrafter(Drafter):

@@ -8,24 +8,76 @@ slower than that bound. Three pieces close the gap, each on its own switch (dspa
 - ``attention`` packed grouped-query attention over the KV cache without copying it per head group;
 - ``lean``      each decoder layer as straight-line code, fused into two native calls per layer.
 
-``install(model, device, dtype)`` is the one call that puts them in place on a loaded Hugging Face model
-(the target wrapper makes it); it returns which path each piece took. Nothing here changes what is
-computed beyond float summation order: the exactness tests run on this path.
+The two doors, one call each:
+
+- ``install(model, device, dtype)`` puts them in place on a loaded Hugging Face model (the target wrapper
+  makes this call) and returns the ``FastPaths`` record the target keeps;
+- ``install_drafter(model, paths)`` gives a drafter the target's kernel for its own products and returns
+  the ``RowProduct`` its vocabulary projections take (the drafter loaders make this call).
+
+Nothing here changes what is computed beyond float summation order: the exactness tests run on this path.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import NamedTuple
+from dataclasses import dataclass, field
 
 import torch
 
 from . import attention, kernels, lean
 
 
-class FastPaths(NamedTuple):
+@dataclass
+class FastPaths:
+    """Which path each piece of a target's few-token forwards took, and per size which one it runs."""
     matmul: str        # "skinny-kernel", "lm-head-wxt" (fallback without a compiler) or "stock"
     attention: str     # "packed-gqa" or the model's own attention implementation ("sdpa")
     layers: str        # "lean" or "stock"
+    sizes: dict[int, str] = field(default_factory=dict)   # few-token size → fast / fast-avx2 / stock (tune.py)
+    choice: str = ""   # the per-size choice in words (reports, the app's footer)
+
+    def __post_init__(self):
+        if not self.choice:
+            self.choice = "fast path at every size" if self.matmul != "stock" else "stock path"
+
+    def at(self, n: int) -> str:
+        """The path an n-token forward takes (``fast`` where nothing was chosen)."""
+        return self.sizes.get(n, "fast")
+
+    @property
+    def stock_sizes(self) -> frozenset[int]:
+        return frozenset(n for n, p in self.sizes.items() if p == "stock")
+
+    def chosen(self, sizes: dict[int, str], source: str, all_sizes) -> None:
+        """Keep a per-size choice (fast/tune.py) and say it in words: "fast for 2–8 tokens (measured …)"."""
+        self.sizes = dict(sizes)
+        by_path: dict[str, list[int]] = {}
+        for n in all_sizes:
+            by_path.setdefault(self.at(n), []).append(n)
+        self.choice = "; ".join(f"{p} for {_ranges(ns)} tokens" for p, ns in by_path.items()) + f" ({source})"
+
+
+class RowProduct:
+    """h (…, d), W (N, d) → h Wᵀ (…, N) in h's dtype: through the few-row kernel where it applies (a drafter's
+    block of ≤ 8 rows, no autograd), else torch's product."""
+
+    def __init__(self, ext=None):
+        self.ext = ext                 # the compiled extension (kernels.load()), or None: torch only
+
+    def __call__(self, h: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        if self.ext is not None and kernels.applies(h, W):
+            return kernels.linear(self.ext, h, W)
+        return h @ W.T.to(h.dtype)
+
+
+def install_drafter(model: torch.nn.Module, paths: FastPaths | None) -> RowProduct:
+    """Where the target runs the few-row kernel (``paths.matmul == "skinny-kernel"``) the drafter does too: its
+    own linear layers from one row up (head steps, a one-token context extension), and the returned product for
+    its vocabulary projections. Elsewhere both stay torch's."""
+    ext = kernels.load() if paths is not None and paths.matmul == "skinny-kernel" else None
+    if ext is not None:
+        kernels.patch_linears(model, ext, min_rows=1)
+    return RowProduct(ext)
 
 
 LLAMA_FAMILY = ("llama", "mistral")    # the model types whose layers lean.py and attention.py were written for
@@ -35,7 +87,7 @@ def install(model, device: torch.device, dtype: torch.dtype) -> FastPaths:
     """Put the few-token path in place where it applies (CPU, fp32 / bf16, a Llama-family model) and say what
     was installed. Other models (e.g. Qwen3, whose attention normalises q and k per head) keep transformers'
     stock forwards: the kernels, the packed attention and the fused layers are written and checked for
-    Llama-family layers only."""
+    Llama-family layers only. ``dtype`` is chosen by the caller (model/dtypes.py), never here."""
     if getattr(model.config, "model_type", None) not in LLAMA_FAMILY:
         return FastPaths("stock", getattr(model.config, "_attn_implementation", "sdpa"), "stock")
     matmul = _fast_matmuls(model, device, dtype)
@@ -93,3 +145,15 @@ def _fast_matmuls(model, device: torch.device, dtype: torch.dtype) -> str:
         _skinny_lm_head(head)
         return "lm-head-wxt"
     return "stock"
+
+
+def _ranges(ns: list[int]) -> str:
+    """[1, 2, 3, 5] → "1–3, 5"."""
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out.append(f"{ns[i]}–{ns[j]}" if j > i else str(ns[i]))
+        i = j + 1
+    return ", ".join(out)

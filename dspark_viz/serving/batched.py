@@ -1,5 +1,5 @@
 """Real batched speculative decoding for a few requests (R ≤ 8): one target forward verifies every
-request's block, the policy allocates lengths across requests — the simulation (engine.simulate) checked
+request's block, the policy allocates lengths across requests — the simulation (serving.simulate) checked
 against the real thing.
 
 Legend: R requests, W = 1 + max_r ℓ_r block width, L cache columns, ℓ_r verified length, m_r accepted.
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..decode import calibrated_confidence, check_settings, draft_tokens
-from ..drafters.base import Context
+from ..model.profile import profile_for
+from ..protocol import Context
 from ..sampling import probs_from_logits, sample, verify_block
 from ..scheduler import FixedLength
 from ..trace import Round, Trace
-from .profile import profile_for
 
 MAX_BATCH = 8
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from ..cost import SPSProfile
 from ..drafters import load_drafter, speed_only
-from ..drafters.base import Context
-from .profile import SPSProfile
+from ..protocol import Context
 
 if TYPE_CHECKING:  # pragma: no cover
     pass

@@ -21,11 +21,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..cost import SPSProfile
 from ..scheduler import Policy, StaticThreshold, make_policy
-from .profile import SPSProfile
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..scheduler import Policy
     from ..trace import Trace
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..prompts import load_prompts
+from ..datasets.prompts import load_prompts
 from ..settings import cache_dir
 from . import corpus as corpus_mod
 

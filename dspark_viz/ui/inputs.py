@@ -1,5 +1,5 @@
 """Checking what a user typed or picked before anything runs: numbers clipped into range, choices
-validated, the prompt fitted into the context.
+validated, confidences parsed, the prompt fitted into the context (the app tabs and the notebook panels).
 
 Every check either returns a usable value (appending a note for the user when it had to change one)
 or raises ValueError with a sentence the app shows as it is.
@@ -37,18 +37,29 @@ def check_choice(value: str, options: Mapping[str, Any], what: str) -> str:
     return value
 
 
-def parse_confidences(text, max_len: int = 64) -> list[float] | None:
-    """A typed row of confidences ("0.9, 0.8, 0.6"; commas, semicolons or spaces) → floats in [0, 1];
-    None for an empty field. Anything else raises ValueError saying what is wrong."""
-    parts = [p for p in str(text or "").replace(";", ",").replace(" ", ",").split(",") if p.strip()]
-    if not parts:
-        return None
-    if len(parts) > max_len:
-        raise ValueError(f"give at most {max_len} confidences, got {len(parts)}")
-    row = [_num(p, "each confidence") for p in parts]
-    if any(not 0.0 <= c <= 1.0 for c in row):
+def split_confidences(text) -> list[str]:
+    """A typed row of confidences ("0.9, 0.8, 0.6"; commas, semicolons or spaces) → its non-empty parts."""
+    return [p for p in str(text or "").replace(";", ",").replace(" ", ",").split(",") if p.strip()]
+
+
+def check_confidences(row, max_len: int = 64) -> list[float]:
+    """One request's confidences: 1…max_len numbers in [0, 1], as floats; else ValueError saying what is wrong."""
+    try:
+        out = [float(x) for x in row]
+    except (TypeError, ValueError):
+        raise ValueError("confidences must be numbers, e.g. 0.9, 0.7, 0.4") from None
+    if not 1 <= len(out) <= max_len:
+        raise ValueError(f"give 1…{max_len} confidences, got {len(out)}")
+    if any(not 0.0 <= c <= 1.0 for c in out):                  # also refuses NaN
         raise ValueError("each confidence must lie in [0, 1], e.g. 0.9, 0.7, 0.4")
-    return row
+    return out
+
+
+def parse_confidences(text, max_len: int = 64) -> list[float] | None:
+    """The one confidence parser of the faces: a typed row → floats in [0, 1]; None for an empty field.
+    Anything else raises ValueError saying what is wrong."""
+    parts = split_confidences(text)
+    return check_confidences(parts, max_len) if parts else None
 
 
 def prepare_prompt(target, text: str, max_new_tokens: int, context_limit: int) -> tuple[list[int], str, str | None]:
@@ -81,4 +92,4 @@ def prepare_prompt(target, text: str, max_new_tokens: int, context_limit: int) -
     return ids, used, notice
 
 
-__all__ = ["check_choice", "clamp", "parse_confidences", "prepare_prompt"]
+__all__ = ["check_choice", "check_confidences", "clamp", "parse_confidences", "prepare_prompt", "split_confidences"]

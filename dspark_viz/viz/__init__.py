@@ -4,8 +4,8 @@ No algorithm lives here: numbers come from metrics, calibration, scheduler and s
 """
 from .acceptance import acceptance_chart, acceptance_frame, tau_frame, tau_table_chart
 from .calibration import reliability_diagram, reliability_frame, threshold_sweep_chart
-from .export import enable_notebook_renderer, mime_bundle, save_png, save_svg, to_html, to_png, to_svg
 from .logits import logit_decomposition, logit_frame
+from .render import enable_notebook_renderer, mime_bundle, save_png, save_svg, to_html, to_png, to_svg
 from .rounds import round_frame, round_view
 from .serving import admission_path_chart, budget_chart, chosen_lengths_chart, frontier_chart, sps_chart, sps_frame
 from .tokens import legend_html, strip_frame, token_strip_chart, token_strip_html

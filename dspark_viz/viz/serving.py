@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..serving.profile import SPSProfile
+from ..cost import SPSProfile
 from ..scheduler import Schedule
 from .style import ADMIT_COLORS, OKABE_ITO, POLICY_COLORS, series_scale
 
@@ -145,7 +145,7 @@ def chosen_lengths_chart(schedule: Schedule | Mapping[str, Any], gamma: int | No
         f"Chosen verification lengths (mean ℓ = {sum(lengths) / max(1, R):.2f})", subtitle=sub))
 
 
-# -- policy sweeps (engine.sweep frames) -----------------------------------------------------------------
+# -- policy sweeps (serving.simulate.sweep frames) -----------------------------------------------------------------
 def frontier_chart(sweep_df, width: int = 420, height: int = 280, data: str | None = None):
     """Throughput vs per-user speed, one curve per policy, points labelled by R (paper Fig. 7).
     ``data`` names the requests replayed (shown in the title, e.g. "recorded dspark" or "SYNTHETIC …")."""

@@ -71,8 +71,6 @@ COMPONENT_COLORS = {"U_k backbone": OKABE_ITO["blue"], "B_k sequential bias": OK
                     "U_k + B_k sampled from": OKABE_ITO["vermillion"]}
 ADMIT_COLORS = {"admitted": OKABE_ITO["green"], "not admitted": OKABE_ITO["grey"]}
 
-WIDTH = 420           # default single-panel size (px)
-HEIGHT = 220
 
 
 def series_scale(names, fixed: dict[str, str] | None = None):

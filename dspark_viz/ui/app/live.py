@@ -4,7 +4,7 @@ of the same prompt for a tokens/s comparison.
 Legend: R concurrent requests (engine load), γ block size, ℓ verification length, m accepted drafts,
 τ committed tokens per round, T temperature, N max new tokens.
 
-Decoding is ``decode.generate_rounds`` / ``plain_generate``; the engine load is ``serving.background.LoadedPolicy``
+Decoding is ``decode.generate_rounds`` / ``plain_generate``; the policy is ``background.live_policy``
 (Algorithm 1 on this request plus R − 1 recorded background requests). This module checks the settings, spends a
 bounded share of the time on drawing, and writes the status, the token strip, the round chart and the stats.
 """
@@ -14,15 +14,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
-from .. import metrics
-from ..decode import generate_rounds, plain_generate
-from ..scheduler import FixedLength, HardwareAware, Policy
-from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy
-from ..trace import Trace
-from ..viz import round_view, token_strip_html
-from .inputs import check_choice, clamp, prepare_prompt
+from ... import metrics
+from ...background import live_policy
+from ...decode import generate_rounds, plain_generate
+from ...trace import Trace
+from ...viz import round_view, token_strip_html
+from ..inputs import check_choice, clamp, prepare_prompt
 from .resources import AppResources
 from .text import chart_json, fmt_num, md_escape
 
@@ -39,13 +38,6 @@ class LiveUpdate:
     warning: str | None = None                          # shown as a toast too
     round_index: int | None = None                      # the round this update draws (None: not a round update)
     phase: str = "round"                                # start | round | done | plain | final | error
-
-
-def live_policy(drafter, R: int, background: Sequence[Sequence[float]]) -> Policy:
-    """Algorithm 1 on this request + R−1 background requests; FixedLength(γ) without a confidence head."""
-    if getattr(drafter, "has_confidence", False):
-        return LoadedPolicy(R, background or SYNTHETIC_BACKGROUND, inner=HardwareAware())
-    return FixedLength(getattr(drafter, "gamma", 1))
 
 
 def model_seconds(trace: Trace) -> float:

@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .settings import assets
-from .trace import Trace, _round_floats
+from ..records import round_floats
+from ..settings import assets
+from ..trace import Trace
 
 FORMAT = "dspark_viz.traces/1"
 MAX_BUNDLE_BYTES = 64 * 2 ** 20          # compressed size refused above this (a bad path or a foreign file)
@@ -55,7 +56,7 @@ def _strip(tr: Trace, vocab: dict[str, str], digits: int) -> dict[str, Any]:
             t.pop("text", None)
             t.pop("survival", None)
             t["diag"] = compact_diag(t.get("diag"))
-    return _round_floats(d, digits)
+    return round_floats(d, digits)
 
 
 def save_bundle(traces: Sequence[Trace], path: str | Path, meta: dict[str, Any] | None = None,

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from .base import Context
+from ..protocol import Context
 from .deepspec_config import calibration_file
 from .dspark import DSparkModel
 

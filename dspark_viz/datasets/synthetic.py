@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .trace import DraftToken, Round, Trace
+from ..trace import DraftToken, Round, Trace
 
 # domain → (mean first-slot acceptance, Beta concentration, per-position decay): code drafts best, chat worst
 DOMAIN_PROFILES = {"math": (0.86, 12.0, 0.93), "code": (0.9, 14.0, 0.95), "chat": (0.72, 6.0, 0.88)}

@@ -3,20 +3,21 @@
 Legend: R concurrent requests (engine load), γ block size, ℓ_r verification length of request r, B tokens in the
 verify forward, Θ expected throughput, SPS(B) engine steps per second.
 
-The R requests are the recorded confidence rows tiled by ``serving.background.tile_requests`` — request 0 replaced
-by the user's own row when one is typed; the schedule is ``scheduler.HardwareAware``. The profile ``KNEE_PROFILE``
-is ``gpu_like`` with its knee (where extra verified tokens stop being free) set by a slider. Views are pure (same inputs → same output for every user), so they are memoised in
-``AppResources``.
+The R requests are the recorded confidence rows, request 0 replaced by the user's own row when one is typed, and the
+schedule is ui/schedule.py's (the notebook panel's too). The profile ``KNEE_PROFILE`` is ``gpu_like`` with its knee
+(where extra verified tokens stop being free) set by a slider. Views are pure (same inputs → same output for every
+user), so they are memoised in ``AppResources``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..scheduler import HardwareAware, Schedule
-from ..serving.background import tile_requests
-from ..serving.profile import SPSProfile, gpu_like
-from ..viz import admission_path_chart, chosen_lengths_chart, sps_chart
-from .inputs import check_choice, clamp, parse_confidences
+from ...cost import SPSProfile
+from ...scheduler import Schedule
+from ...viz import admission_path_chart, chosen_lengths_chart, sps_chart
+from ..inputs import check_choice, clamp, parse_confidences
+from ..schedule import knee_profile
+from ..schedule import playground_schedule as schedule_requests
 from .resources import AppResources
 from .text import chart_json, md_escape
 
@@ -58,15 +59,12 @@ def playground_inputs(res: AppResources, load, profile: str, early_stop=True, mi
 
 
 def _sps(res: AppResources, p: PlaygroundInputs) -> SPSProfile:
-    return gpu_like(knee=float(p.knee)) if p.profile == KNEE_PROFILE else res.profiles[p.profile]
+    return knee_profile(p.knee) if p.profile == KNEE_PROFILE else res.profiles[p.profile]
 
 
 def playground_schedule(res: AppResources, p: PlaygroundInputs) -> Schedule:
     """Algorithm 1 (or its retrospective variant) on R recorded requests, tiled (milliseconds: not memoised)."""
-    conf = tile_requests(res.recorded.conf_rows, p.R)   # (R, γ)
-    if p.mine is not None:
-        conf = [list(p.mine)] + conf[1:]
-    return HardwareAware(early_stop=p.early_stop).choose(conf, _sps(res, p))
+    return schedule_requests(res.recorded.conf_rows, p.R, _sps(res, p), p.mine, p.early_stop)
 
 
 def playground_view(res: AppResources, load, profile: str, early_stop: bool = True, mine="",

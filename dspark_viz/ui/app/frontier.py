@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
-from ..serving.simulate import headline, sweep
-from ..viz import budget_chart, frontier_chart
-from .inputs import check_choice
+from ...serving.simulate import headline, sweep
+from ...viz import budget_chart, frontier_chart
+from ..inputs import check_choice
 from .resources import AppResources
 from .text import chart_json, fmt_num, md_escape
 

@@ -8,8 +8,8 @@ fitted on half of the requests, shown on the other half); this module draws the 
 """
 from __future__ import annotations
 
-from ..viz import reliability_diagram
-from .inputs import clamp
+from ...viz import reliability_diagram
+from ..inputs import clamp
 from .resources import AppResources, CalibrationData
 from .text import chart_json, fmt_num
 

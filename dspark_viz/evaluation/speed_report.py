@@ -7,8 +7,8 @@ Columns: tok/s (median over prompts), ×hf_gen (median per-prompt speed ratio to
 """
 from __future__ import annotations
 
-from .machine import kernel_note
-from .runner import BenchReport, best_per_method
+from .machine_info import kernel_note
+from .speed_runner import BenchReport, best_per_method
 
 
 def format_table(rep: BenchReport) -> str:
@@ -77,7 +77,7 @@ _MATMULS = ("Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, 
             "fp32 product of the exactly widened bf16 operands (more rows), rounded back to bf16 "
             "(kernels.wide_bf16). `lm-head-wxt` = only the LM head as W·xᵀ (the fallback); `stock` = torch as "
             "shipped (`DSPARK_SKINNY=0`). The scheduler plans with the measured profile of the same setup "
-            "(dspark_viz/assets/profiles/cpu.json, cpu-bf16.json, …; serving.profile.profile_for). In bf16 a "
+            "(assets/profiles/cpu.json, cpu-bf16.json, …; model.profile.profile_for). In bf16 a "
             "multi-token forward rounds differently from a one-token one, so =hf counts fall there for every "
             "multi-token method, HF prompt lookup included; each method is lossless with respect to the forward "
             "that verifies it.")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import metrics
-from .decode import speculative_generate
-from .prompts import load_prompts
-from .scheduler import FixedLength
+from .. import metrics
+from ..datasets.prompts import load_prompts
+from ..decode import speculative_generate
+from ..scheduler import FixedLength
 
 
 def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None = None) -> list[dict]:
@@ -40,7 +40,7 @@ def evaluate_drafter(target, drafter, records: list[dict], temperature: float = 
     """Decode every record with full-block verification; returns the summary and the traces.
 
     ``batch`` > 1 decodes that many requests together (batched.py: one verify forward for all of them;
-    request i keeps seed + i, so the traces are those of the one-at-a-time loop) — about 2–3× faster on CPU."""
+    request i keeps seed + i, so the traces are those of the one-at-a-time loop), fewer and fuller forwards."""
     policy = policy or FixedLength(drafter.gamma)
     if not 1 <= batch <= 8:
         raise ValueError(f"batch must lie in 1…8, got {batch}")
@@ -53,7 +53,7 @@ def evaluate_drafter(target, drafter, records: list[dict], temperature: float = 
             out = [speculative_generate(target, drafter, prompt_ids=ids[0], policy=policy, temperature=temperature,
                                         max_new_tokens=max_new_tokens, seed=seed + i0)]
         else:
-            from .serving.batched import batched_generate
+            from ..serving.batched import batched_generate
 
             out = batched_generate(target, drafter, prompt_ids=ids, policy=policy, temperature=temperature,
                                    max_new_tokens=max_new_tokens, seed=seed + i0).traces

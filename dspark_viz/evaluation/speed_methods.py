@@ -24,8 +24,8 @@ import torch
 from ..decode import speculative_generate
 from ..drafters import load_drafter, speed_only
 from ..metrics import tau, time_split
+from ..model.profile import profile_for
 from ..scheduler import FixedLength, HardwareAware
-from ..serving.profile import profile_for
 
 BASELINE = "hf_generate"
 

@@ -4,26 +4,14 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from .. import viz
-from ..scheduler import HardwareAware, Schedule
-from ..serving.background import tile_requests
-from ..serving.profile import SPSProfile, gpu_like
+from ... import viz
+from ...cost import SPSProfile
+from ...scheduler import Schedule
+from ..inputs import check_confidences, split_confidences
+from ..schedule import knee_profile, playground_requests, playground_schedule
 from .panel_kit import profile_dict as _profile_dict
 from .panel_kit import show as _show
 from .panel_kit import widgets_module as _w
-
-
-def _check_row(row) -> list[float]:
-    """One request's confidences: 1…64 numbers in [0, 1]."""
-    try:
-        out = [float(x) for x in row]
-    except (TypeError, ValueError):
-        raise ValueError("confidences must be numbers, e.g. 0.9, 0.7, 0.5") from None
-    if not 1 <= len(out) <= 64:
-        raise ValueError(f"give 1…64 confidences, got {len(out)}")
-    if any(not (0.0 <= c <= 1.0) for c in out):                   # also refuses NaN
-        raise ValueError("every confidence must lie in [0, 1]")
-    return out
 
 
 def _fmt_row(row) -> str:
@@ -45,7 +33,7 @@ class SchedulerPlayground:
         W = _w()
         if not confidences:
             raise ValueError("give at least one row of confidences")
-        self.confidences = [_check_row(c) for c in confidences]
+        self.confidences = [check_confidences(c) for c in confidences]
         self.profiles = _profile_dict(profiles)
         self.mine = list(self.confidences[0])
         self.load = W.IntSlider(value=int(R), min=1, max=max(int(max_R), int(R)), description="load R",
@@ -71,18 +59,17 @@ class SchedulerPlayground:
         self.update()
 
     def requests(self) -> list[list[float]]:
-        R = int(self.load.value)
-        return [list(self.mine)] + (tile_requests(self.confidences, R)[1:] if R > 1 else [])
+        return playground_requests(self.confidences, int(self.load.value), self.mine)
 
     def current_profile(self) -> SPSProfile:
         if self.profile.value == self.KNEE:
-            return gpu_like(knee=float(self.knee.value))
+            return knee_profile(self.knee.value)
         return self.profiles[self.profile.value]
 
     def update(self) -> Schedule:
         prof = self.current_profile()
-        conf = self.requests()
-        self.schedule = HardwareAware(early_stop=bool(self.early_stop.value)).choose(conf, prof)
+        conf = self.requests()                                     # (R, γ): yours first
+        self.schedule = playground_schedule(self.confidences, len(conf), prof, self.mine, bool(self.early_stop.value))
         s = self.schedule
         gamma = max(len(c) for c in conf)
         self.lengths_chart = viz.chosen_lengths_chart(s, gamma=gamma)
@@ -98,7 +85,7 @@ class SchedulerPlayground:
 
     def _edit(self, text: str) -> None:
         try:
-            row = _check_row([x for x in str(text).replace(";", ",").split(",") if x.strip()])
+            row = check_confidences(split_confidences(text))
         except ValueError as e:                                   # keep the last good row, say why
             self.message.value = f'<span style="color:#D55E00">{html.escape(str(e))}</span>'
             return
@@ -110,7 +97,7 @@ class SchedulerPlayground:
 
     def set_confidences(self, row: Sequence[float]) -> Schedule:
         """Your request's c_1..c_γ (each in [0, 1]), at full precision (the field shows 3 digits); re-schedules."""
-        self.mine = _check_row(row)
+        self.mine = check_confidences(row)
         self.conf_text.value = _fmt_row(self.mine)                # its observer sees the row is already taken
         return self.update()
 

@@ -1,12 +1,13 @@
-"""The machine decides the CPU dtype: the one whose speculative decode ran faster here, measured once.
+"""This machine's CPU dtype: the one whose speculative decode ran faster here, measured once and kept.
 
 Legend: T temperature, tok/s committed tokens per second of one request.
 
 ``choose_default_dtype()`` loads the target at fp32 and at bf16 (each choosing its own per-size paths,
 fast/tune.py), decodes the same short prompts with the shipped DSpark drafter and the hardware-aware
-scheduler at T = 0 on both, interleaved, and keeps the faster dtype in this machine's choice file.
-``load_target()`` is the public entry point: on a CPU with no dtype given it makes that choice first
-(once per machine fingerprint) and loads the target at it. ``DSPARK_TUNE=0`` skips every measurement.
+scheduler at T = 0 on both, interleaved, and keeps the faster dtype in this machine's choice file, where
+``load_target`` reads it (model/dtypes.py). ``dtype_for`` is what the command line and the app ask before they
+load a target: on a CPU with no dtype given, the choice (made now if never made, once per machine fingerprint).
+``DSPARK_TUNE=0`` skips every measurement.
 """
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ import statistics
 import sys
 import time
 
-from .decode import speculative_generate
-from .drafters import load_drafter, speed_only
-from .fast import tune
-from .model import target as model_target
-from .prompts import load_prompts
-from .scheduler import HardwareAware
-from .serving.profile import profile_for
-from .settings import assets
+from ..datasets.prompts import load_prompts
+from ..decode import speculative_generate
+from ..drafters import load_drafter, speed_only
+from ..fast import tune
+from ..model import target as model_target
+from ..model.profile import profile_for
+from ..scheduler import HardwareAware
+from ..settings import assets
 
 DTYPES = ("float32", "bfloat16")
 
@@ -73,9 +74,10 @@ def choose_default_dtype(force: bool = False, log=None) -> str:
     return best
 
 
-def load_target(path=None, device: str | None = None, dtype=None, **kw):
-    """``model.target.load_target``, with the CPU dtype this machine chose when none is given."""
+def dtype_for(device: str | None = None, dtype=None):
+    """The dtype a face loads its target at: ``dtype`` when given; on a CPU without one, this machine's choice
+    (measured now if it never was, with a note on stderr); else None (model/dtypes.py decides)."""
     device = device or model_target.default_device()
     if dtype is None and str(device).startswith("cpu"):
-        dtype = choose_default_dtype(log=lambda s: print(f"dspark_viz: {s}", file=sys.stderr, flush=True))
-    return model_target.load_target(path, device=device, dtype=dtype, **kw)
+        return choose_default_dtype(log=lambda s: print(f"dspark_viz: {s}", file=sys.stderr, flush=True))
+    return dtype

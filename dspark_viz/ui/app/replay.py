@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from .. import metrics
-from ..trace import Trace
-from ..viz import admission_path_chart, round_view, token_strip_html
-from .inputs import clamp
+from ... import metrics
+from ...trace import Trace
+from ...viz import admission_path_chart, round_view, token_strip_html
+from ..inputs import clamp
 from .text import chart_json, fmt_num, md_escape, one_line
 
 MAX_TRACE_BYTES = 20 * 2 ** 20

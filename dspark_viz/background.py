@@ -1,4 +1,5 @@
-"""Engine load for one live request: the other R − 1 requests in the verify batch, replayed from confidences.
+"""Policies under engine load for one live request: the other R − 1 requests in the verify batch, replayed from
+confidences.
 
 Legend: R concurrent requests sharing one verify forward, γ block size, c_k confidence of draft k, ℓ verification
 length.
@@ -7,12 +8,13 @@ Algorithm 1 decides ℓ for a *batch*: with R requests the verify budget is shar
 one request, so for R > 1 ``LoadedPolicy`` adds R − 1 background requests whose c_1..c_γ rows replay
 ``background`` (recorded rows, or ``SYNTHETIC_BACKGROUND``), tiled deterministically by ``tile_requests``.
 Only request 0's ℓ is used by the decode loop; the Schedule it returns holds the whole batch's admission path.
+``live_policy`` is the one factory the interactive faces (app tabs, notebook panels) take their policy from.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from ..scheduler import HardwareAware, Policy, Schedule
+from .scheduler import FixedLength, HardwareAware, Policy, Schedule
 
 # A few confidence rows c_1..c_7 in the range a trained head produces (used when no recording is given)
 SYNTHETIC_BACKGROUND = (
@@ -56,4 +58,12 @@ class LoadedPolicy(Policy):
         return self.inner.choose(batch, sps, explain=explain)
 
 
-__all__ = ["LoadedPolicy", "SYNTHETIC_BACKGROUND", "tile_requests"]
+def live_policy(drafter, R: int, background: Sequence[Sequence[float]] = SYNTHETIC_BACKGROUND) -> Policy:
+    """The policy of a live decode at load R: Algorithm 1 on this request + R − 1 ``background`` requests for a
+    drafter with a confidence head (the synthetic rows when none are given), FixedLength(γ) without one."""
+    if getattr(drafter, "has_confidence", False):
+        return LoadedPolicy(R, background or SYNTHETIC_BACKGROUND, inner=HardwareAware())
+    return FixedLength(getattr(drafter, "gamma", 1))
+
+
+__all__ = ["LoadedPolicy", "SYNTHETIC_BACKGROUND", "live_policy", "tile_requests"]

@@ -6,7 +6,7 @@ dtype, matmul (stock | lm-head-wxt | skinny-kernel), attention (sdpa | packed-gq
 (stock | lean | lean+fused), draft_diagnostics (the neural drafters' chart-only top-k: off in the bench),
 bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tiles), gpu on CUDA;
 cpu_flags (the instruction sets that matter: avx2 … avx512_bf16, amx), default_dtype (this machine's
-chosen CPU dtype, fast/tune.py), path_choice and size_paths (per few-token size: fast, fast-avx2 or stock).
+chosen CPU dtype, fast/tune.py), paths.choice and paths.sizes as path_choice and size_paths (per few-token size: fast, fast-avx2 or stock).
 A run whose JSON lacks ``kernel`` used the row layout.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from ..fast import tune
+from ..fast import FastPaths, tune
 from ..fast.kernels import LAYOUT, native_bf16_gemm
 from ..fast.lean import fused
 
@@ -36,9 +36,9 @@ def machine_info(target=None) -> dict:
                 transformers=transformers.__version__, python=platform.python_version(),
                 platform=platform.platform(), cpu_flags=flags, default_dtype=tune.kept_default_dtype())
     if target is not None:
+        paths = getattr(target, "paths", None) or FastPaths("stock", "sdpa", "stock")
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
-                    matmul=getattr(target, "matmul_path", "stock"), attention=getattr(target, "attention_path", "sdpa"),
-                    layers=getattr(target, "layer_path", "stock"))
+                    matmul=paths.matmul, attention=paths.attention, layers=paths.layers)
         info["draft_diagnostics"] = "off"              # the bench loads neural drafters speed_only
         if info["layers"] == "lean":                    # lean layers as fused native calls where built
             info["layers"] = "lean+fused" if fused(target.model) else "lean"
@@ -46,8 +46,8 @@ def machine_info(target=None) -> dict:
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
             if info["matmul"] == "skinny-kernel":       # the few-row kernel's layout
                 info["kernel"] = LAYOUT
-            info["path_choice"] = getattr(target, "path_choice", None)
-            info["size_paths"] = {str(n): p for n, p in sorted(getattr(target, "size_paths", {}).items())}
+            info["path_choice"] = paths.choice
+            info["size_paths"] = {str(n): p for n, p in sorted(paths.sizes.items())}
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info

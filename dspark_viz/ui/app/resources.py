@@ -18,15 +18,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..calibration import calibration_report, fit_sts, rollouts_from_traces
-from ..drafters import load_drafter
-from ..machine import load_target
-from ..serving.profile import SPSProfile, gpu_like, jagged, named_profile
-from ..settings import assets
-from ..synthetic import synthetic_traces
-from ..trace import Trace
-from ..trace_store import bundle_name, load_traces
-from ..viz import reliability_frame
+from ...calibration import calibration_report, fit_sts, rollouts_from_traces
+from ...cost import SPSProfile, gpu_like, jagged, named_profile
+from ...datasets.synthetic import synthetic_traces
+from ...datasets.traces import bundle_name, load_traces
+from ...drafters import load_drafter
+from ...evaluation.dtype_choice import dtype_for
+from ...model import target as model_target
+from ...settings import assets
+from ...trace import Trace
+from ...viz import reliability_frame
 from .text import md_escape
 
 DRAFTER_LABELS = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style",
@@ -177,7 +178,7 @@ def load_recorded(traces: Sequence[Trace] | None = None, source: Path | None = R
     if synthetic:
         traces = synthetic_traces(n=24, n_rounds=40, gamma=7, seed=0, overconfidence=1.6)
         drafters = "synthetic"
-        note = ("**synthetic** requests (`dspark_viz.synthetic`: made-up confidences with a known acceptance law "
+        note = ("**synthetic** requests (`dspark_viz.datasets.synthetic`: made-up confidences with a known acceptance law "
                 "and an over-confident head; no model involved) — no recorded traces with confidences yet")
     else:
         drafters = ", ".join(sorted({str(t.meta.get("drafter", "?")) for t in traces}))
@@ -229,7 +230,7 @@ def load_resources(target=None, drafters: Mapping[str, Any] | None = None, *, pr
                    target_path: str | None = None) -> AppResources:
     """Load (or take) everything the app shares: target, drafters, SPS profiles, recorded or synthetic data."""
     if target is None:
-        target = load_target(target_path)
+        target = model_target.load_target(target_path, dtype=dtype_for())
     missing: dict[str, str] = {}
     if drafters is None:
         drafters, missing = available_drafters(target)
@@ -256,7 +257,7 @@ def drafters_md(res: AppResources) -> str:
     t = res.target
     if t is not None:                       # what the live decode runs on: device, dtype, few-token paths
         line += (f" Target: {md_escape(str(t.name))} on {t.device} in {str(t.dtype).replace('torch.', '')}"
-                 f" · few-token forwards: {md_escape(str(getattr(t, 'path_choice', 'stock path')))}.")
+                 f" · few-token forwards: {md_escape(str(getattr(getattr(t, 'paths', None), 'choice', 'stock path')))}.")
     return line
 
 

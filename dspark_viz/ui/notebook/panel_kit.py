@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .. import viz
-from ..serving.profile import SPSProfile, gpu_like, jagged
+from ... import viz
+from ...cost import SPSProfile, gpu_like, jagged
 
 
 def widgets_module():

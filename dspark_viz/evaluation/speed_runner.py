@@ -7,7 +7,7 @@ a shared machine hits every method alike. Reported per method (``BenchReport.met
 (median over prompts), ratio_vs_hf_generate (median of per-prompt speed ratios against ``hf_generate``),
 tau, time_split (draft / verify / schedule / other, our loop only), tokens, seconds, n_prompts and, at
 T = 0, same_as_hf_generate (how many outputs equal ``hf_generate``'s). The methods are in
-``bench.methods``; the text and Markdown views in ``bench.report``; the command in ``cli.bench``.
+``speed_methods``; the text and Markdown views in ``speed_report``; the command in ``cli.bench``.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..prompts import load_prompts
+from ..datasets.prompts import load_prompts
 from ..settings import assets, bench_files
-from .machine import machine_info, peak_rss_mb
-from .methods import BASELINE, METHODS, BenchSettings
+from .machine_info import machine_info, peak_rss_mb
+from .speed_methods import BASELINE, METHODS, BenchSettings
 
 
 # -- prompts ----------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def balanced_prompts(files, n_per_file: int) -> list[dict]:
 class BenchReport:
     """One run (one dtype or one mixed-dtype set, one temperature); ``to_dict`` is the bench JSON."""
     methods: dict[str, dict]            # run name (method or method@label) -> summary (module docstring)
-    machine: dict                       # bench.machine.machine_info, + dtype "a+b" and baseline when mixed
+    machine: dict                       # machine_info.machine_info, + dtype "a+b" and baseline when mixed
     settings: dict                      # BenchSettings as a dict
     prompts: list[dict]                 # [{file, index, domain}] in run order
     command: str = ""                   # the command line that produced it
@@ -126,9 +126,9 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
                                  if best_base is not None and settings.temperature == 0 else None),
             n_prompts=len(mine))
     info = machine_info(first)
-    info["paths"] = {lab or str(t.dtype).replace("torch.", ""): {"path_choice": getattr(t, "path_choice", None),
+    info["paths"] = {lab or str(t.dtype).replace("torch.", ""): {"path_choice": t.paths.choice,
                                                                "size_paths": {str(n): p for n, p in
-                                                                              sorted(getattr(t, "size_paths", {}).items())}}
+                                                                              sorted(t.paths.sizes.items())}}
                      for lab, t in targets.items()}
     info["lookup_baseline"] = best_lookup
     if len(targets) > 1:

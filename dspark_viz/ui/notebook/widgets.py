@@ -2,7 +2,7 @@
 
 No math lives here: decoding is ``decode.generate_rounds``, scheduling ``scheduler.HardwareAware``,
 calibration ``calibration.fit_sts`` / ``calibration_report``, pictures ``dspark_viz.viz``, engine load
-``serving.background.LoadedPolicy``. ipywidgets is imported lazily (only when a panel is built).
+``background.live_policy``. ipywidgets is imported lazily (only when a panel is built).
 
 Every panel exposes ``.widget`` (the root container to display) and plain methods (``step``, ``run``,
 ``set_load``, ``set_profile``, ``set_sts``, ``set_position``) that work without a display, so notebooks,
@@ -19,11 +19,10 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
-from .. import calibration as cal
-from .. import metrics, viz
-from ..decode import generate_rounds
-from ..scheduler import FixedLength, Policy
-from ..serving.background import SYNTHETIC_BACKGROUND, LoadedPolicy
+from ... import calibration as cal
+from ... import metrics, viz
+from ...background import SYNTHETIC_BACKGROUND, LoadedPolicy, live_policy
+from ...decode import generate_rounds
 from .panel_kit import profile_dict as _profile_dict
 from .panel_kit import show as _show
 from .panel_kit import widgets_module as _w
@@ -95,15 +94,10 @@ class DecodePanel:
         self.strip.value = ""
         self.status.value = "<i>Press Step or Run to decode.</i>"
 
-    def _make_policy(self, drafter) -> Policy:
-        if getattr(drafter, "has_confidence", False):
-            return LoadedPolicy(self.load.value, self.background)
-        return FixedLength(getattr(drafter, "gamma", 1))         # no head: verify every draft
-
     def _start(self) -> None:
         name = self.drafter.value
         d = self.drafters[name]
-        self.policy = self._make_policy(d)
+        self.policy = live_policy(d, self.load.value, self.background)   # no head: FixedLength(γ)
         self._rounds = generate_rounds(
             self.target, d, self.prompt.value, policy=self.policy, temperature=float(self.temperature.value),
             max_new_tokens=self.max_new_tokens, seed=self.seed, calibration=self.calibrations.get(name),

@@ -1,0 +1,12 @@
+"""Evaluation: what a drafter and a decode method achieve, measured over prompt sets, and what they ran on.
+
+Legend: γ block size, ℓ verification length, τ mean committed tokens per round, T temperature.
+
+- ``full_block``     τ per domain at a fixed ℓ = γ, as the paper's Table 1 (``dspark-viz eval``, ``record``);
+- ``speed_methods``  the decode-speed comparison's methods: transformers' ``generate`` and prompt lookup against
+                     ours (what is timed);
+- ``speed_runner``   prompts, the interleaved run, ``BenchReport`` (``dspark-viz bench``);
+- ``speed_report``   the text table and the Markdown page;
+- ``machine_info``   what a run ran on: the machine, the versions, the target's fast paths;
+- ``dtype_choice``   the CPU dtype this machine decodes fastest at, measured once and kept.
+"""

@@ -1,0 +1,57 @@
+"""The drafter protocol: what the decode loop asks of every proposal source (``Draft``, ``Context``, ``Drafter``).
+
+A core module: importing it loads no drafter and no kernel; the drafters (drafters/) implement it.
+
+Legend: γ block size, V vocabulary, d target hidden size.
+
+A drafter is stateless between requests; per-request state (context features, caches) lives in the
+object returned by ``begin`` so several requests can share one drafter read-only.
+
+Round protocol (driven by decode.py):
+  state = drafter.begin(ctx)                      once, after the target's prefill
+  draft = drafter.propose(state, anchor, pos, T, generator)   γ tokens + exact p_draft rows
+  drafter.commit(state, tokens, feats)            the committed positions' target features
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Draft:
+    tokens: list[int]                 # (γ,) x_1..x_γ
+    p_draft: torch.Tensor             # (γ, V) exact distribution each x_k was sampled from
+    confidence: list[float] | None = None   # (γ,) raw c_k, None when the drafter has no head
+    diag: list[dict[str, Any]] | None = None  # per slot chart data (top-k U_k, B_k) or None
+    source: str = "neural"            # neural | lookup | random
+    calibrated: list[float] | None = None   # (γ,) confidences the drafter calibrated itself (used as is)
+
+
+@dataclass
+class Context:
+    """What a drafter may read when a request starts (all committed, nothing about the future)."""
+    prompt_ids: list[int]             # (n,)
+    features: torch.Tensor | None     # (n, m·d) raw outputs of the target's chosen layers, or None
+
+
+class Drafter:
+    name: str = "drafter"
+    gamma: int = 7
+    needs_features: bool = False      # True: decode.py asks the target for layer features
+    has_confidence: bool = False
+    calibration = None                # STSCalibration applied to c_k by default (shipped drafters)
+
+    def begin(self, ctx: Context) -> Any:
+        return {"ids": list(ctx.prompt_ids)}
+
+    def propose(self, state: Any, anchor: int, anchor_pos: int, temperature: float,
+                generator: torch.Generator | None) -> Draft:
+        raise NotImplementedError
+
+    def commit(self, state: Any, tokens: list[int], features: torch.Tensor | None) -> None:
+        """`tokens` are the newly committed tokens starting with the old anchor x0 (excluding the
+        new anchor); `features` (len(tokens), m·d) their target features when needs_features."""
+        state["ids"].extend(tokens)

@@ -18,8 +18,9 @@ def fresh_cache(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_fingerprint_names_cpu_threads_torch_and_kernel():
-    fp = tune.fingerprint()
+def test_fingerprint_names_model_cpu_threads_torch_and_kernel():
+    fp = tune.fingerprint("some-model")
+    assert fp["model"] == "some-model"
     assert fp["cpu"] and fp["threads"] == torch.get_num_threads() and fp["torch"] == torch.__version__
     assert set(fp["flags"]) <= set(tune.FLAGS) and len(fp["kernel"]) == 12
 
@@ -38,8 +39,24 @@ def test_choice_file_is_per_fingerprint(fresh_cache, monkeypatch):
     assert dtypes.resolve(None, "cpu") == torch.float32
 
 
+def test_choice_is_per_target(fresh_cache):
+    tune.write_choice({"default_dtype": "bfloat16"}, "SmolLM2-135M-Instruct")
+    assert dtypes.resolve(None, "cpu", "SmolLM2-135M-Instruct") == torch.bfloat16
+    assert dtypes.resolve(None, "cpu", "my-qwen3") == torch.float32              # never measured: fp32
+    assert dtypes.resolve("bf16", "cpu", "my-qwen3") == torch.bfloat16          # unless asked
+    assert dtype_choice.choose_default_dtype(target="/models/my-qwen3") == "float32"
+
+
+def test_a_choice_made_on_a_busy_machine_is_provisional(fresh_cache, monkeypatch):
+    tune.write_choice({"default_dtype": "bfloat16", "default_dtype_provisional": True}, "m")
+    assert tune.kept_default_dtype("m") == "bfloat16" and not tune.default_dtype_is_final("m")
+    tune.write_choice({"default_dtype_provisional": False}, "m")
+    assert tune.default_dtype_is_final("m")
+    assert isinstance(tune.machine_busy(window=0.05), bool)
+
+
 def test_a_corrupt_choice_file_is_ignored(fresh_cache):
-    p = tune.choice_path()
+    p = tune.choice_path(tune.fingerprint())
     p.parent.mkdir(parents=True)
     p.write_text("{not json")
     assert tune.read_choice() == {}
@@ -64,12 +81,18 @@ def test_tune_off_measures_nothing(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
-def test_paths_are_measured_once_and_taken(real_target, fresh_cache):
+def test_paths_are_measured_once_and_taken(real_target, fresh_cache, monkeypatch):
     t = real_target
     if t.paths.matmul == "stock":
         pytest.skip("the fast path is off here (DSPARK_SKINNY=0 or not applicable): nothing to choose")
-    t.choose_paths()
-    kept = tune.read_choice()["sizes"]["float32"]
+    busy = [True]
+    monkeypatch.setattr(tune, "machine_busy", lambda *a, **k: busy[0])
+    t.choose_paths()                                            # timed on a busy machine: provisional …
+    assert "provisional" in t.paths.choice and tune.read_choice(t.name)["sizes"]["float32"]["provisional"]
+    busy[0] = False
+    t.choose_paths()                                            # … so measured again on the next start
+    kept = tune.read_choice(t.name)["sizes"]["float32"]
+    assert not kept["provisional"]
     assert set(map(int, kept["ms"])) == set(tune.SIZES) == set(map(int, kept["path"]))
     assert all(v["fast"] > 0 and v["stock"] > 0 for v in kept["ms"].values())
     assert set(kept["path"].values()) == {kept["choice"]} and kept["choice"] in tune.INVARIANT   # one per dtype
@@ -86,4 +109,4 @@ def test_paths_are_measured_once_and_taken(real_target, fresh_cache):
     lb = t.forward(x, cache_b).logits
     t.paths.sizes = {}
     assert float((la - lb).abs().max()) < 1e-3 * float(la.abs().max())
-    json.dumps(tune.read_choice())                                              # the file stays plain JSON
+    json.dumps(tune.read_choice(t.name))                                        # the file stays plain JSON

@@ -23,7 +23,8 @@ def load_target_from_args(a: argparse.Namespace):
     """The target named by --target / --dtype (the embedded SmolLM2 by default), after --threads; with the
     feature layers a ``--drafter DIR`` (DeepSpec checkpoint folder) reads."""
     set_threads(getattr(a, "threads", None))
-    return model_target.load_target(getattr(a, "target", None), dtype=dtype_for(None, getattr(a, "dtype", None)),
+    return model_target.load_target(getattr(a, "target", None), dtype=dtype_for(None, getattr(a, "dtype", None),
+                                                                                  getattr(a, "target", None)),
                                     feature_layers=feature_layers_for(getattr(a, "drafter", None)))
 
 

@@ -18,6 +18,7 @@ import sys
 import torch
 
 from ..fast import FastPaths, tune
+from ..model.target import DEFAULT_ID
 from ..fast.kernels import LAYOUT, native_bf16_gemm
 from ..fast.lean import fused
 
@@ -34,7 +35,7 @@ def machine_info(target=None) -> dict:
     cpu, flags = tune.cpu_model_and_flags()
     info = dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(), torch=torch.__version__,
                 transformers=transformers.__version__, python=platform.python_version(),
-                platform=platform.platform(), cpu_flags=flags, default_dtype=tune.kept_default_dtype())
+                platform=platform.platform(), cpu_flags=flags, default_dtype=tune.kept_default_dtype(DEFAULT_ID))
     if target is not None:
         paths = getattr(target, "paths", None) or FastPaths("stock", "sdpa", "stock")
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),

@@ -13,7 +13,7 @@ is decoded alone or verified in a block — greedy speculative decoding then equ
 Mixing variants across sizes would break that, and so would torch's stock path, which picks its kernels by the
 number of rows: it is timed for reference (the choice file keeps its times), not chosen.
 
-A choice file (``$DSPARK_CACHE/tune/<fingerprint>.json``) holds, per dtype, the median forward time of
+A choice file (``$DSPARK_CACHE/tune/<fingerprint>.json``, one per target) holds, per dtype, the median forward time of
 each size on each path, the chosen path and the path each size takes (the same for all), plus (written by
 ``evaluation/dtype_choice.py``) the default CPU dtype. It is re-measured when the fingerprint changes: another
 CPU model or instruction set, another thread count, another torch, another kernel source.
@@ -59,17 +59,18 @@ def cpu_model_and_flags() -> tuple[str, list[str]]:
     return name, [f for f in FLAGS if f in flags]                 # read once per process
 
 
-def fingerprint() -> dict:
-    """What the choice depends on: the CPU, its instruction sets, the thread count, torch, the kernel source."""
+def fingerprint(model: str = "") -> dict:
+    """What the choice depends on: the model, the CPU, its instruction sets, the thread count, torch, the kernel
+    source. A choice measured on one target is not taken for another."""
     cpu, flags = cpu_model_and_flags()
-    return {"cpu": cpu, "flags": flags, "threads": torch.get_num_threads(), "torch": torch.__version__,
+    return {"model": model, "cpu": cpu, "flags": flags, "threads": torch.get_num_threads(), "torch": torch.__version__,
             "kernel": kernels.source_hash(), "fast_path": {k: switch(k) for k in
                                                             ("DSPARK_SKINNY", "DSPARK_PACKED_GQA",
                                                              "DSPARK_LEAN_LAYERS", "DSPARK_FUSED_LAYERS")}}
 
 
-def choice_path(fp: dict | None = None) -> Path:
-    key = hashlib.sha256(json.dumps(fp or fingerprint(), sort_keys=True).encode()).hexdigest()[:16]
+def choice_path(fp: dict) -> Path:
+    key = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
     return cache_dir() / "tune" / f"{key}.json"
 
 
@@ -77,20 +78,48 @@ def enabled() -> bool:
     return os.environ.get("DSPARK_TUNE", "1").strip() != "0"
 
 
-def read_choice(fp: dict | None = None) -> dict:
-    """The kept choice for this machine ({} when none, or when the file is unreadable)."""
-    p = choice_path(fp)
+def read_choice(model: str = "") -> dict:
+    """The kept choice for ``model`` on this machine ({} when none, or when the file is unreadable)."""
+    fp = fingerprint(model)
     try:
-        d = json.loads(p.read_text(encoding="utf-8"))
+        d = json.loads(choice_path(fp).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return d if isinstance(d, dict) and d.get("fingerprint") == (fp or fingerprint()) else {}
+    return d if isinstance(d, dict) and d.get("fingerprint") == fp else {}
 
 
-def write_choice(update: dict) -> Path:
-    """Merge ``update`` into this machine's choice file (atomic replace)."""
-    fp = fingerprint()
-    d = read_choice(fp) or {"fingerprint": fp}
+def _cpu_jiffies() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs since boot (Linux /proc/stat), None elsewhere."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)                                   # idle + iowait
+    return sum(v) - idle, sum(v)
+
+
+def machine_busy(window: float = 0.5, cores: float = 0.5) -> bool:
+    """Whether other processes hold at least ``cores`` of a core while this one sleeps for ``window`` seconds
+    (Linux; elsewhere False). A choice timed on a busy machine is kept as provisional and measured again on the
+    next start."""
+    a = _cpu_jiffies()
+    if a is None:
+        return False
+    t0 = os.times()
+    time.sleep(window)
+    b, t1 = _cpu_jiffies(), os.times()
+    if b is None or b[1] <= a[1]:
+        return False
+    mine = (t1.user + t1.system - t0.user - t0.system) * os.sysconf("SC_CLK_TCK")     # this process, in jiffies
+    n_cpu = os.cpu_count() or 1
+    return (b[0] - a[0] - mine) / (b[1] - a[1]) * n_cpu >= cores
+
+
+def write_choice(update: dict, model: str = "") -> Path:
+    """Merge ``update`` into the choice file of ``model`` on this machine (atomic replace)."""
+    fp = fingerprint(model)
+    d = read_choice(model) or {"fingerprint": fp}
     for k, v in update.items():
         d[k] = {**d.get(k, {}), **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
     p = choice_path(fp)
@@ -162,21 +191,29 @@ def paths_for(target, measure: bool = True, force: bool = False) -> tuple[dict[i
     if not enabled():
         return {}, "DSPARK_TUNE=0"
     key = dtype_key(target.dtype)
-    kept = read_choice().get("sizes", {}).get(key)
-    if kept is not None and not force:
+    kept = read_choice(target.name).get("sizes", {}).get(key)
+    if kept is not None and not force and not (kept.get("provisional") and measure):
         return {int(n): p for n, p in kept["path"].items() if int(n) in SIZES}, "measured on this machine"
     if not (measure or force):
         return {}, "not measured"
+    busy = machine_busy()
     times = time_sizes(target)
     path = best_path(times)
+    busy = busy or machine_busy()
     chosen = {n: path for n in times}
     write_choice({"sizes": {key: {"choice": path, "path": {str(n): p for n, p in chosen.items()},
-                                  "ms": {str(n): t for n, t in times.items()},
-                                  "when": time.strftime("%Y-%m-%d %H:%M")}}})
-    return chosen, "measured now"
+                                  "ms": {str(n): t for n, t in times.items()}, "provisional": busy,
+                                  "when": time.strftime("%Y-%m-%d %H:%M")}}}, target.name)
+    return chosen, "measured now" + (" on a busy machine: provisional" if busy else "")
 
 
-def kept_default_dtype() -> str | None:
-    """The default CPU dtype chosen on this machine ("float32" / "bfloat16"), or None if not chosen yet
-    (or DSPARK_TUNE=0)."""
-    return read_choice().get("default_dtype") if enabled() else None
+def kept_default_dtype(model: str = "") -> str | None:
+    """The default CPU dtype chosen for ``model`` on this machine ("float32" / "bfloat16"), or None if not chosen
+    yet (or DSPARK_TUNE=0)."""
+    return read_choice(model).get("default_dtype") if enabled() else None
+
+
+def default_dtype_is_final(model: str = "") -> bool:
+    """Whether the kept default dtype was timed on a quiet machine with agreeing repeats."""
+    d = read_choice(model)
+    return "default_dtype" in d and not d.get("default_dtype_provisional", False)

@@ -246,13 +246,14 @@ def load_target(path: str | os.PathLike | None = None, device: str | None = None
                 tune_paths: bool = True) -> TargetModel:
     """Load the embedded SmolLM2 target (no argument) or a local HF folder / GGUF file.
 
-    dtype None: bf16 on a GPU; on a CPU the default this machine chose (model/dtypes.py), fp32 until it has.
+    dtype None: bf16 on a GPU; on a CPU the default this machine chose for this target (model/dtypes.py), fp32
+    until it has.
     tune_paths: measure the per-size path choice on first use."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device or default_device()
-    dt = dtypes.resolve(dtype, device)
     folder, model_id = resolve_model_dir(path)
+    dt = dtypes.resolve(dtype, device, model_id)
     t0 = time.perf_counter()
     try:
         tok = AutoTokenizer.from_pretrained(folder)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..cost import SPSProfile
 from ..drafters import load_drafter, speed_only
+from ..fast import tune
 from ..protocol import Context
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,7 +97,12 @@ def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256
     return SPSProfile(f"measured-{getattr(target, 'name', 'target')}", batches, (1.0 / step).tolist(),
                       device=str(device), meta=dict(ctx_len=ctx_len, repeats=repeats, warmup=warmup,
                                                     monotone=monotone, raw_sps=[1.0 / t for t in med],
-                                                    torch=torch.__version__, when=time.strftime("%Y-%m-%d")))
+                                                    torch=torch.__version__, when=time.strftime("%Y-%m-%d"),
+                                                    cpu=tune.cpu_model_and_flags()[0],
+                                                    cpu_flags=tune.cpu_model_and_flags()[1],
+                                                    threads=torch.get_num_threads(),
+                                                    dtype=str(getattr(target, "dtype", "")).replace("torch.", ""),
+                                                    paths=getattr(getattr(target, "paths", None), "choice", None)))
 
 
 def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len: int = 256,

@@ -230,7 +230,7 @@ def load_resources(target=None, drafters: Mapping[str, Any] | None = None, *, pr
                    target_path: str | None = None) -> AppResources:
     """Load (or take) everything the app shares: target, drafters, SPS profiles, recorded or synthetic data."""
     if target is None:
-        target = model_target.load_target(target_path, dtype=dtype_for())
+        target = model_target.load_target(target_path, dtype=dtype_for(target=target_path))
     missing: dict[str, str] = {}
     if drafters is None:
         drafters, missing = available_drafters(target)

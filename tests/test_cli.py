@@ -30,6 +30,16 @@ def test_generate_prints_text_and_summary(capsys, patched_target, tmp_path):
     assert tr.meta["drafter"] == "lookup" and tr.meta["policy"] == "fixed-7"
 
 
+def test_generate_with_the_fallback(capsys, patched_target, tmp_path):
+    out_json = tmp_path / "trace.json"
+    rc = cli.main(["generate", "Name three colours.", "--max-new-tokens", "24", "--fallback", "--trace-out",
+                   str(out_json)])
+    out, err = capsys.readouterr()
+    tr = Trace.from_json(str(out_json))
+    assert rc == 0 and tr.meta["fallback"] is True and "+ fallback (drafted in" in err
+    assert all(r.gate is not None for r in tr.rounds)
+
+
 def test_generate_plain_sampling(capsys, patched_target):
     rc = cli.main(["generate", "Say hi.", "--drafter", "none", "--max-new-tokens", "5", "--temperature", "0.8",
                    "--seed", "3"])

@@ -10,7 +10,7 @@ import torch
 
 from dspark_viz.cost import SPSProfile
 from dspark_viz.decode import generate_rounds, make_gate, plain_generate, speculative_generate
-from dspark_viz.drafters import LookupDrafter, RandomDrafter
+from dspark_viz.drafters import HybridDrafter, LookupDrafter, RandomDrafter
 from dspark_viz.exact import exact_output_distribution, target_output_distribution
 from dspark_viz.gate import SpeculationGate
 from dspark_viz.metrics import drafted_share, tau
@@ -187,17 +187,20 @@ def test_skipping_every_round_is_plain_decoding_at_any_temperature(table4, unifo
         assert tr.output_ids == plain.output_ids and drafted_share(tr) == 0.0
 
 
-def test_lookup_state_follows_skipped_rounds(table4):
-    """A skipped round hands the anchor to the lookup index, so later proposals see the whole context."""
+@pytest.mark.parametrize("kind", ["lookup", "hybrid"])
+def test_lookup_state_follows_skipped_rounds(table4, kind):
+    """A skipped round hands the anchor to the lookup index (alone or in the hybrid), so later proposals see the
+    whole context and greedy decoding stays plain decoding."""
     tgt = TableTarget(table4)
-
     dr = LookupDrafter(gamma=4, vocab_size=4)
+    if kind == "hybrid":
+        dr = HybridDrafter(RandomDrafter(4, gamma=3, seed=0), FLAT, neural_tau=1.5, neural_draft_s=0.0)
     rounds = generate_rounds(tgt, dr, prompt_ids=[0, 1, 2, 0, 1], temperature=0, max_new_tokens=40,
                              fallback=SpeculationGate(FLAT, warmup=1, refresh=2))
     for _ in rounds:
         pass
     tr = rounds.trace
-    assert any(r.skipped for r in tr.rounds)
+    assert any(r.skipped for r in tr.rounds) and any(r.drafts for r in tr.rounds)
     assert tr.output_ids == plain_generate(tgt, prompt_ids=[0, 1, 2, 0, 1], temperature=0,
                                            max_new_tokens=40).output_ids
 
@@ -240,3 +243,18 @@ def test_every_pattern_by_past_tokens_is_lossless(table4, draft4):
     for mask in range(16):                                                         # skip after these tokens
         got = _law(table4, draft4, FixedLength(2), lambda seq: bool(mask >> seq[-1] & 1))
         assert got == want, mask
+
+
+def test_skip_hands_the_anchor_to_the_lookup_index():
+    """skip + commit leave the index as propose + commit would: the committed context, in order."""
+    from dspark_viz.protocol import Context
+
+    for dr in (LookupDrafter(gamma=3, vocab_size=4),
+               HybridDrafter(RandomDrafter(4, gamma=3, seed=0), FLAT, neural_tau=1.5, neural_draft_s=0.0)):
+        a, b = dr.begin(Context([0, 1, 2], None)), dr.begin(Context([0, 1, 2], None))
+        dr.skip(a, 3, 3)
+        dr.commit(a, [3], None)
+        dr.propose(b, 3, 3, 0.0, torch.Generator().manual_seed(0))
+        dr.commit(b, [3], None)
+        ids = lambda st: (st["lookup"] if isinstance(st, dict) else st).ids          # noqa: E731
+        assert ids(a) == ids(b) == [0, 1, 2, 3]

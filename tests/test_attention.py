@@ -36,8 +36,8 @@ def test_same_logits_as_sdpa_for_every_block_size():
 
 
 def test_packed_path_runs_without_repeating_the_cache(monkeypatch):
-    """2–8 query tokens reach SDPA with the key/value heads as they are (no repeat_kv copy);
-    one token and prefill-sized forwards take transformers' own route."""
+    """1–8 query tokens reach SDPA with the key/value heads as they are (no repeat_kv copy);
+    prefill-sized forwards take transformers' own route."""
     t = _target()
     H, Hk = t.model.config.num_attention_heads, t.model.config.num_key_value_heads
     seen = []
@@ -58,7 +58,7 @@ def test_packed_path_runs_without_repeating_the_cache(monkeypatch):
         packed = [qs[1] == Hk and qs[2] == (H // Hk) * q for qs, _ in seen]
         if q <= attention.MAX_Q:
             assert all(ks[1] == Hk for _, ks in seen)                 # the cache's own heads: no copy
-        assert all(packed) if 1 < q <= attention.MAX_Q else not any(packed)
+        assert all(packed) if q <= attention.MAX_Q else not any(packed)
 
 
 def test_batched_left_padded_rows_match_single_requests():

@@ -143,3 +143,13 @@ def test_feature_cache_is_mapped_and_matches_a_forward(toy, tmp_path):
     (feat / "index.json").write_text(json.dumps(idx))
     with pytest.raises(ValueError, match="older format"):
         FeatureStore(feat)
+
+
+def test_corpus_cli_refuses_bad_settings(tmp_path, capsys):
+    from dspark_viz.cli import main
+
+    assert main(["corpus", "prompts", "--raw", str(tmp_path), "--batches", "0"]) == 2
+    assert main(["corpus", "answers", "--prompts", "x.jsonl", "--out", str(tmp_path), "--token-budget", "0"]) == 2
+    assert main(["corpus", "filter", "--raw", str(tmp_path / "none"), "--out", str(tmp_path / "s.jsonl.gz")]) == 2
+    assert main(["corpus", "stats", "--out", str(tmp_path)]) == 2
+    assert "error" in capsys.readouterr().err

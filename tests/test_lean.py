@@ -30,7 +30,8 @@ def test_logits_and_features_equal_stock_layers(real_target, n):
 
 @pytest.mark.slow
 def test_lean_path_runs_and_steps_aside(real_target, monkeypatch):
-    """2–8 rows take the lean forward in every layer; prefill and one-token steps keep the stock one."""
+    """1–8 rows (decode steps and verification blocks) take the lean forward in every layer; prefill keeps
+    the stock one."""
     t = real_target
     if t.paths.layers != "lean":
         pytest.skip(f"target layers: {t.paths.layers}")
@@ -44,11 +45,11 @@ def test_lean_path_runs_and_steps_aside(real_target, monkeypatch):
     monkeypatch.setattr(lean, "_norm", counting)
     cache, _ = t.prefill(t.chat_ids("Hi."))           # prefill: stock
     assert calls["n"] == 0
-    t.forward(torch.tensor([[11]]), cache)            # 1 row: stock
-    assert calls["n"] == 0
     with lean.unfused(t.model):
-        t.forward(torch.tensor([[12, 13, 14]]), cache)    # 3 rows: lean, two norms per layer
-    assert calls["n"] == 2 * t.n_layers
+        t.forward(torch.tensor([[11]]), cache)            # 1 row: lean, two norms per layer
+        assert calls["n"] == 2 * t.n_layers
+        t.forward(torch.tensor([[12, 13, 14]]), cache)    # 3 rows: lean
+    assert calls["n"] == 4 * t.n_layers
 
 
 def test_switch_off_and_shape_checks(monkeypatch):
@@ -92,10 +93,11 @@ def _logits(model, ctx, new):
 
 
 @pytest.mark.parametrize("dtype,rel", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
-@pytest.mark.parametrize("n", [2, 3, 5, 8])
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8])
 def test_fused_layers_agree_with_stock_layers(dtype, rel, n):
     """fp32: the same function up to summation order (≈ 1e-7 relative). bf16: the same rounding points as
-    transformers, so the gap is a few bf16 steps (2⁻⁸ relative each) where a summation order tips one."""
+    transformers, so the gap is a few bf16 steps (2⁻⁸ relative each) where a summation order tips one.
+    n = 1: a decode step, which transformers sends without a mask (every cached key visible)."""
     model, ext = _tiny_llama(dtype)
     assert lean.fused(model)
     ctx, new = [int(i) for i in torch.randint(0, 97, (37,))], [int(i) for i in torch.randint(0, 97, (n,))]
@@ -170,11 +172,12 @@ def test_sliding_window_model_stays_correct():
     kernels.patch_linears(model, ext)
     assert attention.install(model) and lean.install(model, ext)
     for n_ctx in (10, 37):                              # inside the window (fused) and past it (Python path)
-        ctx, new = [int(i) for i in torch.randint(0, 97, (n_ctx,))], [5, 7, 11]
-        fast = _logits(model, ctx, new)
-        with lean.stock_layers(model):
-            stock = _logits(model, ctx, new)
-        assert float((fast - stock).abs().max()) <= 1e-5 * float(stock.abs().max())
+        for new in ([5, 7, 11], [5]):                   # a block, and a one-token step (no mask inside the window)
+            ctx = [int(i) for i in torch.randint(0, 97, (n_ctx,))]
+            fast = _logits(model, ctx, new)
+            with lean.stock_layers(model):
+                stock = _logits(model, ctx, new)
+            assert float((fast - stock).abs().max()) <= 1e-5 * float(stock.abs().max())
 
 
 def test_native_layer_rejects_misfitting_arguments():

@@ -180,3 +180,16 @@ def test_shipped_suites_load():
     for split, n in (("train", 2400), ("eval", 240)):
         recs = P.load_prompts(assets("prompts", f"{split}.jsonl"))
         assert len(recs) == n and {r["domain"] for r in recs} == set(T.DOMAINS)
+
+
+def test_bench_half_is_a_fixed_partition(tmp_path):
+    from dspark_viz.datasets.prompts import bench_half
+
+    recs = [{"turns": [f"question number {i}: what is {i} + {i}?"], "domain": "math"} for i in range(400)]
+    sel, rep = bench_half(recs, "select"), bench_half(recs, "report")
+    assert len(sel) + len(rep) == 400 and 150 < len(sel) < 250
+    assert not {r["turns"][0] for r in sel} & {r["turns"][0] for r in rep}
+    assert bench_half(list(reversed(recs)), "select") == list(reversed(sel))      # order does not matter
+    assert bench_half(recs[:100], "report") == [r for r in rep if r in recs[:100]]   # nor the others
+    with pytest.raises(ValueError):
+        bench_half(recs, "train")

@@ -45,10 +45,15 @@ def test_a_corrupt_choice_file_is_ignored(fresh_cache):
     assert tune.read_choice() == {}
 
 
-def test_each_size_takes_its_fastest_path_ties_to_our_own():
-    times = {1: {"fast": 5.0, "stock": 4.0}, 2: {"fast": 5.0, "stock": 9.0}, 3: {"fast": 5.0, "stock": 5.0},
-             4: {"fast": 5.0, "fast-avx2": 4.5, "stock": 6.0}}
-    assert tune.best_paths(times) == {1: "stock", 2: "fast", 3: "fast", 4: "fast-avx2"}
+def test_one_width_invariant_path_per_dtype_ties_to_the_widest():
+    """Every size of a dtype takes one variant (one arithmetic for every width): the least total time over the
+    sizes; torch's stock path is not width-invariant and is not chosen, even where it is faster."""
+    times = {1: {"fast": 5.0, "fast-avx2": 4.0, "stock": 1.0}, 2: {"fast": 5.0, "fast-avx2": 6.0, "stock": 1.0},
+             4: {"fast": 5.0, "fast-avx2": 4.5, "stock": 1.0}}
+    assert tune.best_path(times) == "fast-avx2"                                  # 14.5 ms against 15
+    times[2]["fast-avx2"] = 6.5
+    assert tune.best_path(times) == "fast"                                       # a tie goes to the first-listed
+    assert tune.best_path({1: {"stock": 3.0}, 2: {"stock": 4.0}}) == "stock"     # nothing of ours was timed
 
 
 def test_tune_off_measures_nothing(monkeypatch, tmp_path):
@@ -67,6 +72,7 @@ def test_paths_are_measured_once_and_taken(real_target, fresh_cache):
     kept = tune.read_choice()["sizes"]["float32"]
     assert set(map(int, kept["ms"])) == set(tune.SIZES) == set(map(int, kept["path"]))
     assert all(v["fast"] > 0 and v["stock"] > 0 for v in kept["ms"].values())
+    assert set(kept["path"].values()) == {kept["choice"]} and kept["choice"] in tune.INVARIANT   # one per dtype
     assert t.paths.sizes == {int(n): p for n, p in kept["path"].items()} and "measured now" in t.paths.choice
     t.choose_paths()
     assert "measured on this machine" in t.paths.choice

@@ -20,6 +20,8 @@ def add_eval(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompts", nargs="+", required=True, help="{\"turns\": [...]} JSONL file(s)")
     p.add_argument("--domain", default=None)
     p.add_argument("--per-domain", type=int, default=None, help="at most this many prompts per domain")
+    p.add_argument("--half", choices=["select", "report"], default=None,
+                   help="one fixed half of the prompts: select (to choose drafters on) or report (published figures)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
@@ -30,7 +32,7 @@ def add_eval(p: argparse.ArgumentParser) -> None:
 
 
 def run_eval(a) -> None:
-    recs = load_eval_prompts(a.prompts, domain=a.domain, per_domain=a.per_domain)
+    recs = load_eval_prompts(a.prompts, domain=a.domain, per_domain=a.per_domain, half=a.half)
     if not recs:
         raise ValueError("no prompts selected (check --prompts / --domain)")
     target = load_target_from_args(a)

@@ -9,6 +9,7 @@ style files in the same shape load the same way.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -64,3 +65,20 @@ def load_prompts(path: str | Path, domain: str | None = None, limit: int | None 
                 continue
             records.append(rec)
     return records
+
+
+HALVES = ("select", "report")
+
+
+def bench_half(records: list[dict], half: str) -> list[dict]:
+    """One fixed half of a benchmark's prompts: ``"select"`` to choose drafters and settings on, ``"report"``
+    for the published figures, so that no reported figure comes from prompts a choice was made on.
+
+    The split hashes each record's first turn (SHA-256, even → select, odd → report): it does not depend on
+    the file's order, the machine or the number of records, and a record keeps its half when others are
+    added."""
+    if half not in HALVES:
+        raise ValueError(f"half must be one of {HALVES}, got {half!r}")
+    want = 0 if half == "select" else 1
+    return [r for r in records
+            if hashlib.sha256(r["turns"][0].encode("utf-8")).digest()[0] % 2 == want]

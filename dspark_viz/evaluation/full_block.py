@@ -11,15 +11,20 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .. import metrics
-from ..datasets.prompts import load_prompts
+from ..datasets.prompts import bench_half, load_prompts
 from ..decode import speculative_generate
 from ..scheduler import FixedLength
 
 
-def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None = None) -> list[dict]:
+def load_eval_prompts(paths, domain: str | None = None, per_domain: int | None = None,
+                      half: str | None = None) -> list[dict]:
+    """Records of the files, optionally one domain, one fixed half (datasets.prompts.bench_half: "select" /
+    "report"), and at most ``per_domain`` per domain (the first ones, after the half is taken)."""
     recs: list[dict] = []
     for p in paths:
         recs += load_prompts(p)
+    if half:
+        recs = bench_half(recs, half)
     if domain:
         recs = [r for r in recs if r.get("domain") == domain]
     if per_domain:

@@ -1,4 +1,5 @@
-"""The CPU few-token path: what makes a 2–8-token verification forward cost about what one token costs.
+"""The CPU few-token path: what makes a 1–8-token forward (a decode step or a verification block) cost about
+what one token costs, with the same arithmetic at every width.
 
 Verifying ℓ drafts is one target forward over ℓ + 1 tokens. On a small model on a CPU that forward is
 bound by reading the weights, yet stock BLAS and transformers' layer code run few-token forwards far
@@ -16,6 +17,16 @@ The two doors, one call each:
   the ``RowProduct`` its vocabulary projections take (the drafter loaders make this call).
 
 Nothing here changes what is computed beyond float summation order: the exactness tests run on this path.
+
+Width invariance: with the kernel and the fused layers in place, every reduction's order is fixed per row
+(weight-row dot products, attention over the cache, norms, softmax), whatever the number of rows in the forward
+and the thread count, so a token's logits and layer outputs are bit-identical whether it is decoded alone or
+verified inside a block of up to 8 (tests/test_width_invariance.py), at fp32 and bf16; greedy speculative
+decoding then equals greedy decoding token for token. Torch's stock path (``stock_path``, ``DSPARK_SKINNY=0``,
+``DSPARK_FUSED_LAYERS=0``, models outside the Llama family) cannot promise that: torch and its BLAS choose their
+kernels, and so their summation orders, by the number of rows, so a token may round differently inside a block
+than alone — greedy equality is then likely, not guaranteed. Prefill (> 8 tokens) and batched requests
+(serving/batched.py) are outside the promise.
 """
 from __future__ import annotations
 

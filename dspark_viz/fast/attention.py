@@ -8,8 +8,11 @@ whole cache in every layer) whenever more than one token is queried with a mask,
 verification forward (2–8 tokens over a cache of hundreds). Here the ``rep`` query heads that share a
 key/value head are folded into the query axis instead: q (b, H, q, D) → (b, Hk, rep·q, D), one SDPA
 over the un-copied cache, and the mask rows repeated to match. The same products and softmaxes as
-before, per query row. One-token forwards (transformers already packs those), prefill (> 8 tokens),
-training and anything unusual go to transformers' own SDPA function unchanged.
+before, per query row. A one-token step (q = 1) takes the same packing; it usually arrives without a
+mask (transformers passes none when every cached key is visible), and then none is needed. Prefill
+(> 8 tokens), a maskless forward of several tokens, training and anything unusual go to transformers' own
+SDPA function unchanged. (The width-invariant attention of the project's path is the fused layer's,
+csrc/decoder_layer.h; this one serves the lean Python forward and the stock layers.)
 ``DSPARK_PACKED_GQA=0`` turns it off.
 """
 from __future__ import annotations
@@ -31,20 +34,23 @@ def enabled() -> bool:
 
 def packed_gqa_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                     is_causal=None, **kwargs):
-    """query (b, H, q, D), key/value (b, Hk, S, D), mask (b|1, 1, q, S) → ((b, q, H, D), None)."""
+    """query (b, H, q, D), key/value (b, Hk, S, D), mask (b|1, 1, q, S) or None for q = 1 → ((b, q, H, D), None)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     rep = int(getattr(module, "num_key_value_groups", 1))
     b, H, q, D = query.shape
-    plain = (rep == 1 or not 1 < q <= MAX_Q or attention_mask is None or attention_mask.dim() != 4
-             or attention_mask.shape[1] != 1 or attention_mask.shape[2] != q or module.training
+    if attention_mask is None:                  # no mask: every key visible, which one query needs no mask for
+        bad_mask = q != 1
+    else:
+        bad_mask = attention_mask.dim() != 4 or attention_mask.shape[1] != 1 or attention_mask.shape[2] != q
+    plain = (rep == 1 or not 1 <= q <= MAX_Q or bad_mask or module.training
              or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None)
     if plain:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, is_causal=is_causal, **kwargs)
     Hk = H // rep
     qp = query.reshape(b, Hk, rep * q, D)                      # head h = kv·rep + r → row r·q + i
-    mask = _packed_mask(attention_mask, rep, query.dtype)      # (b|1, 1, rep·q, S): row r·q + i = row i
+    mask = None if attention_mask is None else _packed_mask(attention_mask, rep, query.dtype)   # (b|1, 1, rep·q, S)
     o = F.scaled_dot_product_attention(qp, key, value, attn_mask=mask, scale=scaling)   # (b, Hk, rep·q, D)
     return o.reshape(b, H, q, D).transpose(1, 2).contiguous(), None
 

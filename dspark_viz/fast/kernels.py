@@ -11,10 +11,15 @@ In bf16 it works in register tiles of a few weight rows × up to 4 tokens with s
 The same extension carries the fused decoder layer (``csrc/decoder_layer.h``, used by lean.py): norm, rotary,
 attention and the SiLU gate as native loops around these products, two calls per layer.
 
+One arithmetic for every width: within a variant (dtype × instruction set) each output's summation order is
+fixed by the inner size alone — the same partial accumulators, combined the same way, for 1 row as for 8 —
+and each output is one thread's whole sum, so a token's product is bit-identical alone or beside up to 7
+others, at any thread count (skinny_kernels.h).
+
 It is compiled on first use with torch's C++ extension loader into ``$DSPARK_CACHE/kernels`` (once;
-``dspark-viz kernels`` or ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors, 2…8 rows (1…8 for
-the drafters' own products),
-no autograd. Anywhere else — one-token forwards, prefill, CUDA, training — the stock path runs.
+``dspark-viz kernels`` or ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors,
+1…8 rows (a decode step, a verification block, the drafters' own products), no autograd. Anywhere else —
+prefill, CUDA, training — the stock path runs.
 If it cannot be built (no compiler, no AVX2) decoding falls back to stock with one warning;
 ``DSPARK_SKINNY=0`` turns it off (the benchmark A/Bs it that way).
 
@@ -41,7 +46,7 @@ import torch
 
 from ..settings import cache_dir, switch
 
-MIN_ROWS, MAX_ROWS = 2, 8          # forwards with this many tokens take the kernel
+MIN_ROWS, MAX_ROWS = 1, 8          # forwards with this many tokens take the kernel
 LAYOUT = "tiles"                   # bf16: register tiles of weight rows × ≤ 4 rows of x (fp32: one row at a time)
 CHUNKED_MAX = 64                   # bf16 without native GEMM: up to this many rows in kernel blocks, then widened
 SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
@@ -147,8 +152,8 @@ def linear_widened(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
 
 
 def applies(x: torch.Tensor, weight: torch.Tensor, min_rows: int = MIN_ROWS) -> bool:
-    """Whether linear(x, weight) may take the kernel: fp32 or bf16 (alike) on CPU, min_rows…8 rows (the target:
-    2, so one-token steps keep torch's path; the drafters: 1), no autograd."""
+    """Whether linear(x, weight) may take the kernel: fp32 or bf16 (alike) on CPU, min_rows…8 rows, no
+    autograd."""
     if x.dtype != weight.dtype or x.dtype not in DTYPES or x.device.type != "cpu":
         return False
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
@@ -180,8 +185,9 @@ def row_layout(ext):
 
 def patch_linears(model: torch.nn.Module, ext, min_rows: int = MIN_ROWS) -> int:
     """Route every nn.Linear of ``model`` through the kernel when it applies (``ext`` None: only the wide bf16
-    path); returns how many. min_rows = 1 (the drafters) also sends one-row products there: in bf16 on a CPU
-    without bf16 matrix instructions torch's one-row product is several times slower than the kernel."""
+    path); returns how many. From one row up by default: a decode step then computes what the same token
+    computes inside a verification block, and in bf16 on a CPU without bf16 matrix instructions torch's
+    one-row product is several times slower than the kernel."""
     n = 0
     for mod in model.modules():
         if isinstance(mod, torch.nn.Linear) and "forward" not in mod.__dict__:

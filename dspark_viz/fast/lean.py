@@ -1,18 +1,19 @@
-"""A lean decoder-layer forward for the few-token verification forwards of Llama-family targets on CPU.
+"""A lean decoder-layer forward for the few-token forwards (decode steps, verification) of Llama-family targets on CPU.
 
 Legend: b batch, q new tokens, d hidden size, H / Hk query / key-value heads, D head size, S cache + q.
 
-A 135M-parameter target spends a third of a 2–8-token forward outside its matmuls: per layer, eight module
+A 135M-parameter target spends a third of a 1–8-token forward outside its matmuls: per layer, eight module
 calls through ``nn.Module.__call__``, two deprecation-keyword wrappers and the attention dispatch. This
 forward does the same operations in the same order — the layer's own RMSNorm forward, q/k/v through the
 few-row kernel (kernels.py), rotary embedding with transformers' ``rotate_half``, the cache's own ``update``, the
 packed grouped-query attention (attention.py), o-projection, residual, RMSNorm, SiLU-gated MLP, residual —
 as straight-line code, so logits and features are bit-identical to the stock path (tests/test_lean.py
 checks ``torch.equal``). It is installed per layer and steps aside (calls the stock forward) for anything
-else: one-token steps and prefill, more than 8 rows, autograd, training, another cache class, biases.
+else: prefill, more than 8 rows, autograd, training, another cache class, biases.
 ``DSPARK_LEAN_LAYERS=0`` turns it off.
 
-One level further (``fused``, on by default): for one sequence under its plain causal mask, each layer runs as
+One level further (``fused``, on by default): for one sequence under its plain causal mask (or no mask at all
+for a one-token step: transformers passes none when every cached key is visible), each layer runs as
 two native calls of the kernel extension (``csrc/decoder_layer.h``: norm, q/k/v and rotary; then attention
 over the cache, o-projection, norm and MLP), with the cache's own ``update`` in between. That removes the
 ~50 small tensor ops per layer that cost a third of a 4-token forward, at the price of bit-identity: the
@@ -20,6 +21,12 @@ rounding points are transformers' own, the summation orders of the RMS mean and 
 logits agree with the stock layers to within the dtype's rounding (tests/test_lean.py bounds the gap; the
 greedy-equality and exact-distribution tests run on this path). ``DSPARK_FUSED_LAYERS=0`` keeps the
 bit-identical lean forward.
+
+Width invariance: on the fused path every reduction runs per row in an order fixed by that row alone (the
+kernel's products, the norms, the attention over the keys the row sees), so a token's logits and layer
+outputs are bit-identical whether it is decoded alone or verified inside a block of up to 8
+(tests/test_width_invariance.py). The lean Python forward and the stock layers make no such promise: torch
+picks its kernels (and their summation orders) by the number of rows.
 """
 from __future__ import annotations
 
@@ -96,19 +103,23 @@ def _lean_forward(layer, ext):
                 position_embeddings=None, **kwargs):
         b, q, _ = hidden_states.shape
         Wq = at.q_proj.weight
-        if (q < 2 or not kernels.applies(hidden_states, Wq) or position_embeddings is None     # 2–8 rows
+        if (not kernels.applies(hidden_states, Wq) or position_embeddings is None              # 1–8 rows
                 or not isinstance(cache, DynamicCache) or layer.training
                 or "forward" not in at.q_proj.__dict__):          # patch_linears undone (stock_linears)
             return stock(hidden_states, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                          use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
         x = hidden_states                                                          # (b, q, d)
-        if state["fused"] and b == 1 and n1.weight.dtype == x.dtype and _plain_causal(attention_mask, q):
+        no_mask = attention_mask is None          # transformers: no padding, every cached key visible (causal)
+        if state["fused"] and b == 1 and n1.weight.dtype == x.dtype and (no_mask or _plain_causal(attention_mask, q)):
             cos, sin = position_embeddings                                         # (1, q, D) each
             qs, ks, vs = ext.layer_qkv(x.contiguous(), n1.weight, eps1, at.q_proj.weight, at.k_proj.weight,
                                        at.v_proj.weight, cos.contiguous(), sin.contiguous(), H, Hk)
             ks, vs = cache.update(ks, vs, idx)                                     # (1, Hk, S, D)
-            if ks.shape[-2] != attention_mask.shape[-1]:        # a cache that trims (sliding window): masked
-                return after_update(x, qs, ks, vs, attention_mask)
+            S = ks.shape[-2]
+            # the native call attends causally with the q new positions last; without a mask that is what is
+            # meant when one token sees the whole cache (q = 1) or a block starts an empty one (S = q)
+            if (no_mask and q != 1 and S != q) or (not no_mask and S != attention_mask.shape[-1]):
+                return after_update(x, qs, ks, vs, attention_mask)   # e.g. a cache that trims (sliding window)
             return ext.layer_rest(x.contiguous(), qs, ks.contiguous(), vs.contiguous(), scaling,
                                   at.o_proj.weight, n2.weight, eps2, mlp.gate_proj.weight, mlp.up_proj.weight,
                                   mlp.down_proj.weight)

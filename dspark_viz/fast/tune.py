@@ -1,16 +1,24 @@
-"""The machine decides: for each few-token size and dtype, the fast path or torch's stock path, whichever
-this machine runs faster — measured once, kept in the cache with a fingerprint of the machine.
+"""The machine decides: per dtype, which variant of the few-token path this machine runs fastest — measured
+once, kept in the cache with a fingerprint of the machine.
 
-Legend: n tokens in one target forward (2 … 8: the anchor plus up to 7 drafts), ms median milliseconds.
+Legend: n tokens in one target forward (1 … 8: a decode step, or the anchor plus up to 7 drafts), ms median
+milliseconds.
 
 Paths: ``fast`` (the project's few-token path; its kernel in AVX-512 where the CPU has it: fp32 in 16-lane
 rows, bf16 by vdpbf16ps with AVX512-BF16), ``fast-avx2`` (the same with the AVX2 kernel; measured only where
 an AVX-512 variant exists) and ``stock`` (torch / transformers).
+One path per dtype, never one per size: each variant is one arithmetic for every width (the kernel's summation
+order per output does not depend on how many rows share a call), so a token's logits are the same whether it
+is decoded alone or verified in a block — greedy speculative decoding then equals greedy decoding bit for bit.
+Mixing variants across sizes would break that, and so would torch's stock path, which picks its kernels by the
+number of rows: it is timed for reference (the choice file keeps its times), not chosen.
+
 A choice file (``$DSPARK_CACHE/tune/<fingerprint>.json``) holds, per dtype, the median forward time of
-each size on each path and the path each size takes, plus (written by
-``dspark_viz.machine``) the default CPU dtype. It is re-measured when the fingerprint changes: another
+each size on each path, the chosen path and the path each size takes (the same for all), plus (written by
+``evaluation/dtype_choice.py``) the default CPU dtype. It is re-measured when the fingerprint changes: another
 CPU model or instruction set, another thread count, another torch, another kernel source.
-``DSPARK_TUNE=0`` skips measuring: every size takes the fast path and fp32 is the default.
+``DSPARK_TUNE=0`` skips measuring: every size takes the fast path (the widest instruction set) and fp32 is the
+default.
 """
 from __future__ import annotations
 
@@ -29,9 +37,8 @@ import torch
 from ..settings import cache_dir, switch
 from . import kernels, stock_path
 
-# 2 … 8 tokens: a one-token forward takes torch's own path on either side (the kernel and the lean layers start
-# at two rows), so there is nothing to choose there and nothing to switch per forward.
-SIZES = tuple(range(kernels.MIN_ROWS, kernels.MAX_ROWS + 1))
+SIZES = tuple(range(kernels.MIN_ROWS, kernels.MAX_ROWS + 1))        # 1 … 8 tokens
+INVARIANT = ("fast", "fast-avx2")         # the project's variants: one arithmetic for every width
 FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
 
 
@@ -136,9 +143,14 @@ def run_on(model, path: str):
             ext.set_isa("avx512")
 
 
-def best_paths(times: dict[int, dict[str, float]]) -> dict[int, str]:
-    """Per size, the path that ran fastest (ties go to the first-listed, the project's own path)."""
-    return {n: min(t, key=lambda p: (t[p], list(t).index(p))) for n, t in times.items()}
+def best_path(times: dict[int, dict[str, float]]) -> str:
+    """The one path every size of a dtype takes: of the width-invariant variants timed, the one with the least
+    total time over the sizes (ties go to the first-listed, the widest instruction set). The stock path only
+    where none of ours was timed."""
+    timed = list(next(iter(times.values()), {}))
+    cands = [p for p in timed if p in INVARIANT] or timed
+    total = {p: sum(t[p] for t in times.values()) for p in cands}
+    return min(cands, key=lambda p: (total[p], cands.index(p)))
 
 
 def dtype_key(dtype: torch.dtype) -> str:
@@ -146,7 +158,7 @@ def dtype_key(dtype: torch.dtype) -> str:
 
 
 def paths_for(target, measure: bool = True, force: bool = False) -> tuple[dict[int, str], str]:
-    """({size: path}, where the choice came from) for this target's dtype on this machine."""
+    """({size: path}, where the choice came from) for this target's dtype on this machine: one path for all sizes."""
     if not enabled():
         return {}, "DSPARK_TUNE=0"
     key = dtype_key(target.dtype)
@@ -156,8 +168,9 @@ def paths_for(target, measure: bool = True, force: bool = False) -> tuple[dict[i
     if not (measure or force):
         return {}, "not measured"
     times = time_sizes(target)
-    chosen = best_paths(times)
-    write_choice({"sizes": {key: {"path": {str(n): p for n, p in chosen.items()},
+    path = best_path(times)
+    chosen = {n: path for n in times}
+    write_choice({"sizes": {key: {"choice": path, "path": {str(n): p for n, p in chosen.items()},
                                   "ms": {str(n): t for n, t in times.items()},
                                   "when": time.strftime("%Y-%m-%d %H:%M")}}})
     return chosen, "measured now"

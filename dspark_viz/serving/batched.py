@@ -10,6 +10,12 @@ after verification, the rejected slots are switched off for good (holes), so eac
 committed tokens; position_ids carry every row's own positions (RoPE); finished requests leave the batch. Each request keeps its own drafter
 state, generator and Trace (the same Round records as decode.py), so every request's output law is the
 target's (verify_block per row), whatever the other requests do.
+
+Outside the width-invariance promise of the few-token path (dspark_viz/fast): a batch of several rows with its
+padding mask takes the lean Python layers — torch's SDPA under the mask, and torch's GEMM once the batch holds
+more than 8 tokens — whose summation orders depend on the batch and block shape, so a request's logits may
+differ in the last bits from the same request decoded alone, and a greedy output may then differ from
+single-request greedy decoding.
 """
 from __future__ import annotations
 

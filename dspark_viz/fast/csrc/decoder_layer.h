@@ -1,4 +1,5 @@
-// One Llama decoder layer of a verification forward (one sequence, 2–8 new tokens) in two native calls.
+// One Llama decoder layer of a few-token forward (one sequence, 1–8 new tokens: a decode step or a
+// verification) in two native calls.
 //
 // Outside its matmuls a few-token forward of a 135M model is ~50 small tensor ops per layer (norms,
 // rotary embedding, attention, SiLU gate, residuals), each a Python → dispatcher round trip that costs
@@ -14,6 +15,12 @@
 // gate product) is rounded to T here at the same point; inside, sums are fp32 as in torch's CPU kernels.
 // Only summation orders differ (the RMS mean, the attention's softmax), so logits agree with the stock
 // layers to within T's rounding, not bit for bit (tests/test_lean.py measures it).
+//
+// Width invariance: every reduction here runs per row in an order fixed by that row alone — the RMS mean
+// over d, each score over Dh, the softmax max and sum over the n = past + m + 1 keys the row sees, P·V over
+// those keys, and the products (skinny_kernels.h) — and each row is one thread's work. So a token's output
+// is bit-identical whether it comes in a forward of 1 or of up to 8 tokens, at any thread count
+// (tests/test_width_invariance.py).
 //
 // Shapes: x (1, M, d); cos, sin (1, M, Dh); q (1, H, M, Dh); k, v (1, Hk, M, Dh); K, V (1, Hk, S, Dh) with
 // the M new positions last, so query m sees cache positions 0 … S − M + m (the causal mask of one sequence).

@@ -1,5 +1,10 @@
 // The few-row matmul kernels (see skinny_linear.cpp): run<T>(x, W, y, M, I, O, row_layout) computes
 // y (M, O) = x (M, I) · W (O, I)ᵀ with x widened to fp32, fp32 sums and y rounded to T once.
+//
+// Width invariance: within one variant (dtype × instruction set × layout) every output y[m, o] is summed in
+// one order fixed by I alone — the same partial accumulators, combined the same way — whatever M is and
+// however the rows of W are split across threads (each output is one thread's whole sum). So a token's
+// product is bit-identical whether it is computed alone or beside 1–7 others.
 #pragma once
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
@@ -92,59 +97,88 @@ void many(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, in
   }
 }
 
-// The row layout: one weight row at a time, read as one long sequential stream, applied to every row of x
-// (U accumulator sets hide the FMA latency when M is small). fp32 weights (twice the bytes: streaming them
-// is the bound) always take it; bf16 takes it only through skinny_linear_rows (A/B against the tiles).
-template <int M, int U, typename T>
+// The row layout: one weight row at a time, read as one long sequential stream, applied to every row of x.
+// fp32 weights (twice the bytes: streaming them is the bound) always take it; bf16 takes it only through
+// skinny_linear_rows (A/B against the tiles).
+//
+// Width invariance: every output is summed in one fixed order whatever M is — ACC = 4 partial 8-lane
+// accumulators over consecutive 8-element blocks of I, added pairwise ((0 + 1) + (2 + 3)), then the lanes
+// (hsum), then the tail in order — so a row's result does not depend on how many rows share the call. The M
+// rows are taken in groups of at most 3 (4 · 3 accumulators and a weight vector fit the 16 ymm registers);
+// the weight row is still in L1 for the later groups, so the weights stream from memory once.
+constexpr int ACC = 4;
+
+template <int G, typename T>
+__attribute__((always_inline)) inline void stream_group(const float* x, const T* w, T* y, int64_t I, int64_t O) {
+  constexpr int64_t step = 8 * ACC;
+  const int64_t Iu = I - I % step;
+  __m256 acc[ACC][G];
+  for (int u = 0; u < ACC; ++u)
+    for (int m = 0; m < G; ++m) acc[u][m] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < Iu; i += step) {
+    for (int u = 0; u < ACC; ++u) {
+      const __m256 wv = load8(w + i + 8 * u);
+      for (int m = 0; m < G; ++m)
+        acc[u][m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + m * I + i + 8 * u), acc[u][m]);
+    }
+  }
+  for (int m = 0; m < G; ++m) {
+    float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0][m], acc[1][m]), _mm256_add_ps(acc[2][m], acc[3][m])));
+    for (int64_t i = Iu; i < I; ++i) s += widen(w[i]) * x[m * I + i];   // tail when I is not a multiple
+    put(y + m * O, s);
+  }
+}
+
+template <int M, typename T>
 void stream_rows(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
-  const int64_t step = 8 * U, Iu = I - I % step;
+  static_assert(ACC == 4, "stream_group adds exactly four accumulators");
   for (int64_t o = o0; o < o1; ++o) {
     const T* w = W + o * I;
-    __m256 acc[U][M];
-    for (int u = 0; u < U; ++u)
-      for (int m = 0; m < M; ++m) acc[u][m] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < Iu; i += step) {
-      for (int u = 0; u < U; ++u) {
-        const __m256 wv = load8(w + i + 8 * u);
-        for (int m = 0; m < M; ++m)
-          acc[u][m] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + m * I + i + 8 * u), acc[u][m]);
-      }
-    }
-    for (int m = 0; m < M; ++m) {
-      __m256 t = acc[0][m];
-      for (int u = 1; u < U; ++u) t = _mm256_add_ps(t, acc[u][m]);
-      float s = hsum(t);
-      for (int64_t i = Iu; i < I; ++i) s += widen(w[i]) * x[m * I + i];   // tail when I is not a multiple
-      put(y + m * O + o, s);
-    }
+    stream_group<(M < 3 ? M : 3)>(x, w, y + o, I, O);
+    if constexpr (M > 3) stream_group<(M < 6 ? M - 3 : 3)>(x + 3 * I, w, y + 3 * O + o, I, O);
+    if constexpr (M > 6) stream_group<M - 6>(x + 6 * I, w, y + 6 * O + o, I, O);
   }
 }
 
 // The same row layout in 16-lane AVX-512 registers (fp32 weights only), compiled for AVX-512 alone and
-// chosen at run time where the CPU has it (has_avx512()); the AVX2 code above stays the baseline.
-template <int M, int U>
+// chosen at run time where the CPU has it (has_avx512()); the AVX2 code above stays the baseline. One fixed
+// order per output here too: ACC512 = 4 16-lane accumulators over consecutive 16-element blocks (four chains,
+// so one or two rows alone are not bound by the FMA latency), added pairwise ((0 + 1) + (2 + 3)), then
+// _mm512_reduce_add_ps, then the tail. Rows in groups of at most 4 (4 · 4 accumulators of the 32 zmm
+// registers); the second group of 5–8 rows finds the weight row in L1.
+constexpr int ACC512 = 4;
+
+template <int G>
+__attribute__((target("avx512f"), always_inline)) inline void stream_group512(const float* x, const float* w, float* y,
+                                                                              int64_t I, int64_t O) {
+  constexpr int64_t step = 16 * ACC512;
+  const int64_t Iu = I - I % step;
+  __m512 acc[ACC512][G];
+  for (int u = 0; u < ACC512; ++u)
+    for (int m = 0; m < G; ++m) acc[u][m] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < Iu; i += step) {
+    for (int u = 0; u < ACC512; ++u) {
+      const __m512 wv = _mm512_loadu_ps(w + i + 16 * u);
+      for (int m = 0; m < G; ++m)
+        acc[u][m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + m * I + i + 16 * u), acc[u][m]);
+    }
+  }
+  for (int m = 0; m < G; ++m) {
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(acc[0][m], acc[1][m]), _mm512_add_ps(acc[2][m], acc[3][m]));
+    float s = _mm512_reduce_add_ps(t);
+    for (int64_t i = Iu; i < I; ++i) s += w[i] * x[m * I + i];
+    y[m * O] = s;
+  }
+}
+
+template <int M>
 __attribute__((target("avx512f"))) void stream_rows512(const float* x, const float* W, float* y, int64_t I, int64_t O,
                                                       int64_t o0, int64_t o1) {
-  const int64_t step = 16 * U, Iu = I - I % step;
+  static_assert(ACC512 == 4, "stream_group512 adds exactly four accumulators");
   for (int64_t o = o0; o < o1; ++o) {
     const float* w = W + o * I;
-    __m512 acc[U][M];
-    for (int u = 0; u < U; ++u)
-      for (int m = 0; m < M; ++m) acc[u][m] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < Iu; i += step) {
-      for (int u = 0; u < U; ++u) {
-        const __m512 wv = _mm512_loadu_ps(w + i + 16 * u);
-        for (int m = 0; m < M; ++m)
-          acc[u][m] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + m * I + i + 16 * u), acc[u][m]);
-      }
-    }
-    for (int m = 0; m < M; ++m) {
-      __m512 t = acc[0][m];
-      for (int u = 1; u < U; ++u) t = _mm512_add_ps(t, acc[u][m]);
-      float s = _mm512_reduce_add_ps(t);
-      for (int64_t i = Iu; i < I; ++i) s += w[i] * x[m * I + i];
-      y[m * O + o] = s;
-    }
+    stream_group512<(M < 4 ? M : 4)>(x, w, y + o, I, O);
+    if constexpr (M > 4) stream_group512<M - 4>(x + 4 * I, w, y + 4 * O + o, I, O);
   }
 }
 
@@ -156,37 +190,47 @@ inline bool has_avx512() {
 inline void stream512(const float* x, const float* W, float* y, int64_t M, int64_t I, int64_t O, int64_t o0,
                       int64_t o1) {
   switch (M) {
-    case 1: stream_rows512<1, 4>(x, W, y, I, O, o0, o1); break;
-    case 2: stream_rows512<2, 4>(x, W, y, I, O, o0, o1); break;
-    case 3: stream_rows512<3, 2>(x, W, y, I, O, o0, o1); break;
-    case 4: stream_rows512<4, 2>(x, W, y, I, O, o0, o1); break;
-    case 5: stream_rows512<5, 1>(x, W, y, I, O, o0, o1); break;
-    case 6: stream_rows512<6, 1>(x, W, y, I, O, o0, o1); break;
-    case 7: stream_rows512<7, 1>(x, W, y, I, O, o0, o1); break;
-    default: stream_rows512<8, 1>(x, W, y, I, O, o0, o1); break;
+    case 1: stream_rows512<1>(x, W, y, I, O, o0, o1); break;
+    case 2: stream_rows512<2>(x, W, y, I, O, o0, o1); break;
+    case 3: stream_rows512<3>(x, W, y, I, O, o0, o1); break;
+    case 4: stream_rows512<4>(x, W, y, I, O, o0, o1); break;
+    case 5: stream_rows512<5>(x, W, y, I, O, o0, o1); break;
+    case 6: stream_rows512<6>(x, W, y, I, O, o0, o1); break;
+    case 7: stream_rows512<7>(x, W, y, I, O, o0, o1); break;
+    default: stream_rows512<8>(x, W, y, I, O, o0, o1); break;
   }
 }
 
 // bf16 weights on a CPU with AVX512-BF16: vdpbf16ps multiplies 32 bf16 pairs of x and W and adds them into
 // 16 fp32 lanes in one instruction (products exact, fp32 sums), so the widening shifts of the AVX2 tiles go
 // away. x arrives as fp32 holding bf16 values (the forward's inputs are bf16) and is narrowed exactly.
+// One fixed order per output whatever M is: ACC_BF16 = 2 accumulators over consecutive 32-element blocks (two
+// chains, so one row alone is not bound by the instruction's latency), added lane-wise, reduced, then the tail.
+constexpr int ACC_BF16 = 2;
+
 template <int M>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void dot_rows_bf16(const uint16_t* xb, const at::BFloat16* W,
                                                                          at::BFloat16* y, int64_t I, int64_t O,
                                                                          int64_t o0, int64_t o1) {
-  const int64_t Iv = I - I % 32;
+  static_assert(ACC_BF16 == 2, "the combine below adds exactly two accumulators");
+  constexpr int64_t step = 32 * ACC_BF16;
+  const int64_t Iv = I - I % step;
   for (int64_t o = o0; o < o1; ++o) {
     const at::BFloat16* w = W + o * I;
-    __m512 acc[M];
-    for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < Iv; i += 32) {
-      const __m512bh wv = (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(w + i));
-      for (int m = 0; m < M; ++m)
-        acc[m] = _mm512_dpbf16_ps(acc[m], (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(xb + m * I + i)), wv);
+    __m512 acc[ACC_BF16][M];
+    for (int u = 0; u < ACC_BF16; ++u)
+      for (int m = 0; m < M; ++m) acc[u][m] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < Iv; i += step) {
+      for (int u = 0; u < ACC_BF16; ++u) {
+        const __m512bh wv = (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(w + i + 32 * u));
+        for (int m = 0; m < M; ++m)
+          acc[u][m] = _mm512_dpbf16_ps(
+              acc[u][m], (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(xb + m * I + i + 32 * u)), wv);
+      }
     }
     for (int m = 0; m < M; ++m) {
-      float s = _mm512_reduce_add_ps(acc[m]);
-      for (int64_t i = Iv; i < I; ++i) {                                     // tail: I not a multiple of 32
+      float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[0][m], acc[1][m]));
+      for (int64_t i = Iv; i < I; ++i) {                                     // tail: I not a multiple of 64
         uint32_t bits = static_cast<uint32_t>(xb[m * I + i]) << 16;
         float xv;
         std::memcpy(&xv, &bits, 4);
@@ -220,14 +264,14 @@ inline void dot_bf16(const uint16_t* xb, const at::BFloat16* W, at::BFloat16* y,
 template <typename T>
 void stream(const float* x, const T* W, T* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
   switch (M) {
-    case 1: stream_rows<1, 4>(x, W, y, I, O, o0, o1); break;
-    case 2: stream_rows<2, 4>(x, W, y, I, O, o0, o1); break;
-    case 3: stream_rows<3, 2>(x, W, y, I, O, o0, o1); break;
-    case 4: stream_rows<4, 2>(x, W, y, I, O, o0, o1); break;
-    case 5: stream_rows<5, 1>(x, W, y, I, O, o0, o1); break;
-    case 6: stream_rows<6, 1>(x, W, y, I, O, o0, o1); break;
-    case 7: stream_rows<7, 1>(x, W, y, I, O, o0, o1); break;
-    default: stream_rows<8, 1>(x, W, y, I, O, o0, o1); break;
+    case 1: stream_rows<1>(x, W, y, I, O, o0, o1); break;
+    case 2: stream_rows<2>(x, W, y, I, O, o0, o1); break;
+    case 3: stream_rows<3>(x, W, y, I, O, o0, o1); break;
+    case 4: stream_rows<4>(x, W, y, I, O, o0, o1); break;
+    case 5: stream_rows<5>(x, W, y, I, O, o0, o1); break;
+    case 6: stream_rows<6>(x, W, y, I, O, o0, o1); break;
+    case 7: stream_rows<7>(x, W, y, I, O, o0, o1); break;
+    default: stream_rows<8>(x, W, y, I, O, o0, o1); break;
   }
 }
 

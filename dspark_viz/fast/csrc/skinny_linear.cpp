@@ -2,7 +2,7 @@
 //
 // A decode step on a small model is bound by streaming the weights from memory. BLAS libraries pick
 // kernels tuned for large M; with 2–8 rows (the tokens a speculative round verifies) they can run
-// slower than one row. Here each weight row is read from memory once and multiplied into
+// slower than one row, and they pick another kernel (another summation order) for each M. Here each weight row is read from memory once and multiplied into
 // every row of x from registers (tiles of a few weight rows × up to 4 rows of x), so 2–4 rows cost what
 // one row costs and 8 rows about 1.6× that.
 //
@@ -10,7 +10,8 @@
 // torch's intra-op threads (built with -fopenmp, it shares torch's own OpenMP runtime and thread count).
 // float32: fp32 products and sums. bfloat16: W is read as bf16 (half the bytes) and widened to fp32 in
 // registers, x is widened once, sums are fp32 and y is rounded to bf16 (nearest even) — the semantics
-// of a bf16 GEMM with fp32 accumulation, in another summation order.
+// of a bf16 GEMM with fp32 accumulation, in another summation order. That order is fixed per output,
+// whatever M (1…8) is and whatever the thread count (skinny_kernels.h): one arithmetic for every width.
 #include "skinny_kernels.h"
 #include "decoder_layer.h"
 
@@ -47,8 +48,8 @@ void set_isa(const std::string& name) {
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("isa", &isa, "the fp32 kernel variant in use: avx512 where the CPU has it, else avx2");
-  m.def("set_isa", &set_isa, "choose the fp32 kernel variant (avx2 or avx512; avx512 falls back to avx2 without it)");
+  m.def("isa", &isa, "the kernel variant in use: avx512+bf16 / avx512 where the CPU has it, else avx2");
+  m.def("set_isa", &set_isa, "choose the kernel variant (avx2 or avx512; avx512 falls back to avx2 without it)");
   m.def("skinny_linear", &skinny_linear, "y = x·Wᵀ for 1..8 rows of x (fp32 or bf16, AVX2)");
   m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B: bf16 otherwise takes tiles)");
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");

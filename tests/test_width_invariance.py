@@ -1,0 +1,129 @@
+"""Width invariance of the project's few-token path (fast/, csrc/): a token's logits and the features the drafters
+read are bit-identical whether it is computed alone (a decode step) or inside a forward of 2–8 tokens (a
+verification block), at fp32 and bf16, in every kernel variant this CPU has, at any thread count. Its
+consequence: greedy speculative decoding equals greedy decoding token for token at bf16 too.
+
+Legend: n tokens in one forward, V vocabulary, d hidden size, m chosen feature layers.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dspark_viz.decode import plain_generate, speculative_generate
+from dspark_viz.fast import kernels, lean, tune
+from dspark_viz.scheduler import FixedLength, HardwareAware
+
+pytestmark = pytest.mark.slow                        # the embedded target, at two dtypes
+
+NEW = [1000 + 611 * i for i in range(8)]             # 8 tokens after the prompt (any ids do)
+
+
+def _fast_or_skip(t) -> None:
+    """Skip where the project's path is not in use (no compiler, no AVX2, DSPARK_SKINNY=0, DSPARK_FUSED_LAYERS=0, …):
+    the promise is the fused path's; torch's stock path picks its kernels by the number of rows."""
+    why = kernels._why_not()
+    if why is not None:
+        pytest.skip(f"kernel not applicable here: {why}")
+    if t.paths.matmul != "skinny-kernel" or t.paths.layers != "lean" or not lean.fused(t.model):
+        pytest.skip(f"the fused few-token path is not in use (matmul {t.paths.matmul}, layers {t.paths.layers}, "
+                    f"fused {lean.fused(t.model)})")
+
+
+@pytest.fixture(scope="module", params=["fp32", "bf16"])
+def target(request):
+    from dspark_viz.model.target import find_embedded_gguf, load_target
+
+    try:
+        find_embedded_gguf()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    t = load_target(device="cpu", dtype=request.param, tune_paths=False)
+    _fast_or_skip(t)
+    return t
+
+
+def _widths(t, cache, prefix_len: int, widths: list[int], **kw):
+    """The 8 tokens of NEW fed in forwards of the given widths after the cached prefix → per-token outputs."""
+    t.crop(cache, prefix_len)
+    outs, i = [], 0
+    for w in widths:
+        outs.append(t.forward(torch.tensor([NEW[i:i + w]]), cache, features=True, hidden=True, **kw))
+        i += w
+    return (torch.cat([o.logits for o in outs], 1), torch.cat([o.features for o in outs], 1),   # (1, 8, V), (1, 8, m·d)
+            torch.cat([o.hidden for o in outs], 1))                                            # (1, 8, d)
+
+
+@pytest.mark.parametrize("path", ["fast", "fast-avx2"])
+def test_a_token_gets_the_same_bits_alone_and_in_any_block(target, path):
+    """For n = 1 … 8: forward(prefix + n tokens) gives every one of its tokens the logits, features and final
+    hidden state that token gets when decoded one at a time — torch.equal, not a tolerance. At 2 threads too."""
+    t = target
+    if path not in tune.paths_here(t.dtype):
+        pytest.skip(f"no {path} variant on this CPU for {t.dtype}")
+    ids = t.chat_ids("Name three colours.")
+    cache, _ = t.prefill(ids)
+    before = torch.get_num_threads()
+    try:
+        with tune.run_on(t.model, path):
+            torch.set_num_threads(1)
+            ref = _widths(t, cache, len(ids), [1] * 8)                       # a decode step per token
+            for n in range(2, 9):                                            # prefix + n tokens in one forward
+                got = _widths(t, cache, len(ids), [n] + [1] * (8 - n))
+                for a, b in zip(got, ref):
+                    assert torch.equal(a, b), (t.dtype, path, n)
+            got = _widths(t, cache, len(ids), [3, 5])                        # a block after a block
+            assert all(torch.equal(a, b) for a, b in zip(got, ref))
+            t.crop(cache, len(ids))
+            last = t.forward(torch.tensor([NEW]), cache, last_only=True).logits  # (1, 1, V): the LM head on one row
+            assert torch.equal(last, ref[0][:, -1:])
+            torch.set_num_threads(2)                                         # another split across threads
+            for widths in ([8], [1] * 8, [4, 4]):
+                got = _widths(t, cache, len(ids), widths)
+                assert all(torch.equal(a, b) for a, b in zip(got, ref)), (t.dtype, path, widths, "2 threads")
+    finally:
+        torch.set_num_threads(before)
+
+
+def _policies(dr):
+    """The full block, a short fixed block, and (drafters with a confidence head) the hardware-aware scheduler."""
+    out = [FixedLength(dr.gamma), FixedLength(2)]
+    if getattr(dr, "has_confidence", False):
+        out.append(HardwareAware())
+    return out
+
+
+PROMPTS = ["Give three tips for staying focused while studying.",
+           "Write a Python function that returns the sum of a list, with a docstring."]
+
+
+@pytest.fixture(scope="module")
+def bf16_target():
+    from dspark_viz.model.target import find_embedded_gguf, load_target
+
+    try:
+        find_embedded_gguf()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    t = load_target(device="cpu", dtype="bf16", tune_paths=False)   # explicit: the machine's default may be fp32
+    _fast_or_skip(t)
+    return t
+
+
+@pytest.mark.parametrize("name", ["lookup", "dspark", "dspark-rnn", "dflash", "eagle", "dspark+lookup"])
+def test_greedy_speculative_equals_greedy_decoding_at_bf16(bf16_target, name):
+    """Every shipped drafter under several policies commits exactly the tokens greedy decoding commits, at bf16:
+    verification blocks and decode steps compute the same logits for the same token."""
+    from dspark_viz.drafters import load_drafter, speed_only
+
+    t = bf16_target
+    dr = speed_only(load_drafter(name, t))
+    widths = set()
+    for p in PROMPTS:
+        plain = plain_generate(t, p, max_new_tokens=40, temperature=0).output_ids
+        for policy in _policies(dr):
+            sp = speculative_generate(t, dr, p, policy=policy, max_new_tokens=40, temperature=0)
+            assert sp.output_ids == plain, (name, policy.name, p)
+            widths |= {r.ell + 1 for r in sp.rounds}                  # tokens in each verification forward
+    if name != "lookup":                                              # (n-gram lookup may find nothing to draft)
+        assert max(widths) >= 3, widths                               # blocks were verified, not only steps

@@ -39,7 +39,10 @@ LIVE_HELP = """Every **round**: the drafter proposes γ tokens; the scheduler pi
 target verifies. It sees your request plus **R − 1** other requests sharing the engine (the load slider) and admits
 draft tokens while the expected throughput keeps rising. The target accepts a prefix of **m** tokens and adds one
 **bonus** token of its own. Decoding stays exact: at temperature 0 the text equals plain decoding. Drafters without
-a confidence head verify all γ drafts."""
+a confidence head verify all γ drafts. The scheduler plans with this machine's measured engine profile by default
+(the GPU-like ones are synthetic). With the **fallback** on, a round whose draft would not pay for itself (judged from
+the earlier rounds' measured times) is a plain step instead; the speed-up under the run is against plain decoding on
+the same engine and dtype."""
 
 PLAYGROUND_HELP = """No model here, just the scheduler (paper Algorithm 1). Each of the **R** requests is a recorded
 draft block with confidences c₁…c_γ ({source}). Every (request, position) is sorted by its prefix survival
@@ -97,9 +100,9 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
     lim = res.limits
     first_profile = next(iter(res.profiles))
 
-    def live(prompt, drafter, temperature, max_new, load, profile, compare, seed, show_pruned=True):
+    def live(prompt, drafter, temperature, max_new, load, profile, compare, seed, show_pruned=True, fallback=None):
         for u in live_decode(res, prompt, drafter, temperature, max_new, load, profile, compare, seed,
-                             show_pruned):
+                             show_pruned, fallback):
             yield live_outputs(u)
 
     def live_strip(last, show_pruned):
@@ -190,8 +193,12 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
                                                 label="Max new tokens", elem_id="max-new")
                         load = gr.Slider(1, lim.max_load, value=4, step=1, label="Engine load R",
                                          info="concurrent requests sharing the verify forward", elem_id="live-load")
-                        profile = gr.Dropdown(res.profile_choices(), value=first_profile,
-                                              label="Engine profile SPS(B)", elem_id="live-profile")
+                        profile = gr.Dropdown(res.profile_choices(), value=res.live_profile,
+                                              label="Engine profile SPS(B)", elem_id="live-profile",
+                                              info="the measured CPU curve by default; the others are synthetic")
+                        fallback = gr.Checkbox(res.fallback_default, elem_id="live-fallback",
+                                               label="Fallback: decode plainly while drafting does not pay",
+                                               info="decided from earlier rounds' measured times: still lossless")
                         with gr.Row():
                             compare = gr.Checkbox(True, label="Then run plain decoding to compare tokens/s")
                             seed = gr.Number(0, label="Seed", precision=0, minimum=0)
@@ -208,7 +215,7 @@ def build_demo(target=None, drafters=None, *, profiles=None, traces=None, trace_
                         trace_file = gr.File(label="This run's trace (JSON) — open it in Replay", interactive=False,
                                              elem_id="trace-file")
                 run_ev = run_btn.click(live, [prompt, drafter, temperature, max_new, load, profile, compare, seed,
-                                              show_pruned],
+                                              show_pruned, fallback],
                                        [live_status, strip, round_plot, stats, trace_file, last_trace],
                                        api_name="decode", concurrency_limit=MODEL_LIMIT, concurrency_id="model",
                                        show_progress="minimal")

@@ -14,7 +14,7 @@ The public API, in the order a decode uses it::
     recorded = dv.recorded_traces("dspark", 1.0)       # the shipped evaluation recording (90 requests)
 
 Layers (docs/architecture.md): the core at the top of the package (trace, sampling, protocol, decode, cost,
-scheduler, background, calibration, metrics, exact), model/ and fast/, drafters/, datasets/, serving/, train/,
+scheduler, gate, background, calibration, metrics, exact), model/ and fast/, drafters/, datasets/, serving/, train/,
 evaluation/, and the faces viz/, ui/, cli/.
 
 Each public name is imported from its module on first use, so ``import dspark_viz.decode`` (or any one
@@ -35,7 +35,7 @@ _HOME = {                        # public name → the module it lives in
     "TargetModel": "model.target", "load_target": "model.target",
     "AsyncGlobal": "scheduler", "FixedLength": "scheduler", "HardwareAware": "scheduler", "Policy": "scheduler",
     "StaticThreshold": "scheduler", "make_policy": "scheduler",
-    "SPSProfile": "cost", "named_profile": "cost",
+    "SPSProfile": "cost", "named_profile": "cost", "SpeculationGate": "gate",
     "DraftToken": "trace", "Round": "trace", "Trace": "trace",
     "load_traces": "datasets.traces", "recorded_traces": "datasets.traces", "save_bundle": "datasets.traces",
 }
@@ -54,6 +54,6 @@ def __dir__():
 
 
 __all__ = ["AsyncGlobal", "DraftToken", "FixedLength", "HardwareAware", "Policy", "Round", "SPSProfile",
-           "STSCalibration", "StaticThreshold", "TargetModel", "Trace", "generate_rounds", "load_drafter",
+           "STSCalibration", "SpeculationGate", "StaticThreshold", "TargetModel", "Trace", "generate_rounds", "load_drafter",
            "load_target", "load_traces", "make_policy", "metrics", "named_profile", "plain_generate",
            "recorded_traces", "save_bundle", "speculative_generate"]

@@ -9,6 +9,11 @@ Legend: γ block size, ℓ verified length, m accepted drafts, V vocabulary, T t
 ``drafter=None`` is plain autoregressive decoding through the same wrapper (rounds with ℓ = 0).
 Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (model.profile.profile_for) for a
 drafter with a confidence head, FixedLength(γ) for one without.
+
+``fallback``: the speculation gate (gate.SpeculationGate) in front of the policy: a round it skips drafts nothing
+and is one plain target step (ℓ = 0, ``Round.skipped``). ``True`` / ``False`` / a gate; the default (None) turns it
+on where the loop picks its default policy on a CPU target (a draft costs a large share of a step there) and off
+otherwise (a given policy, a GPU).
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from typing import Iterator
 
 import torch
 
+from .gate import SpeculationGate
 from .model.profile import profile_for
 from .protocol import Context, Drafter
 from .sampling import probs_from_logits, sample, verify_block
@@ -43,7 +49,7 @@ class generate_rounds:
     def __init__(self, target, drafter: Drafter | None, prompt: str | None = None, *,
                  prompt_ids: list[int] | None = None, policy=None, temperature: float = 0.0,
                  max_new_tokens: int = 128, seed: int = 0, calibration=None, sps=None,
-                 meta: dict | None = None):
+                 meta: dict | None = None, fallback: bool | SpeculationGate | None = None, clock=time.perf_counter):
         check_settings(max_new_tokens, temperature)
         if prompt_ids is None:
             if prompt is None:
@@ -54,7 +60,8 @@ class generate_rounds:
         if len(prompt_ids) + max_new_tokens > target.max_context:
             raise ValueError(f"prompt ({len(prompt_ids)} tokens) + max_new_tokens ({max_new_tokens}) "
                              f"exceeds the target's context of {target.max_context} tokens")
-        if drafter is not None and policy is None:      # single user: Algorithm 1 with R = 1 on this device
+        default_policy = drafter is not None and policy is None
+        if default_policy:                              # single user: Algorithm 1 with R = 1 on this device
             if drafter.has_confidence:
                 policy, sps = HardwareAware(), sps if sps is not None else profile_for(target)
             else:
@@ -64,49 +71,65 @@ class generate_rounds:
         if calibration is None and drafter is not None:        # the drafter's saved STS, unless False
             calibration = getattr(drafter, "calibration", None)
         self.calibration, self.sps = (calibration or None), sps
+        self.gate = make_gate(fallback, drafter, target, sps, default_policy)
+        self.clock = clock
         self.generator = torch.Generator(device=str(target.device)).manual_seed(seed)
         self.trace = Trace(meta=dict(
             target=target.name, drafter=drafter.name if drafter else "plain",
             policy=getattr(policy, "name", "none") if drafter else "none", temperature=self.temperature,
             seed=seed, prompt=prompt, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
             gamma=drafter.gamma if drafter else 0, max_new_tokens=max_new_tokens,
+            fallback=self.gate is not None,
         ) | dict(meta or {}), prompt_ids=list(prompt_ids), first_token=-1)
 
     def __iter__(self) -> Iterator[Round]:
         tgt, dr, T, g, tr = self.target, self.drafter, self.temperature, self.generator, self.trace
         feats = dr is not None and dr.needs_features
-        t_start = time.perf_counter()
+        t_start = self.clock()
         cache, out = tgt.prefill(tr.prompt_ids, features=feats, last_only=True)   # logits (1, 1, V)
         x0 = sample(probs_from_logits(out.logits[0, -1], T), g)
         tr.first_token, tr.first_text = x0, tgt.token_text(x0)
-        tr.t_prefill = time.perf_counter() - t_start
+        tr.t_prefill = self.clock() - t_start
         state = dr.begin(Context(tr.prompt_ids, out.features[0] if feats else None)) if dr else None
         pos, n_gen, stop = len(tr.prompt_ids), 1, x0 in tgt.stop_ids
         while not stop and n_gen < self.max_new_tokens:
             r = self._round(cache, state, x0, pos, self.max_new_tokens - n_gen, len(tr.rounds))
             tr.rounds.append(r)
-            tr.t_total = time.perf_counter() - t_start
+            tr.t_total = self.clock() - t_start
             yield r
             stop, n_gen, pos, x0 = r.stopped, n_gen + r.n_committed, pos + r.accepted + 1, r.bonus
-        tr.t_total = time.perf_counter() - t_start
+        tr.t_total = self.clock() - t_start
 
     def _round(self, cache, state, x0: int, pos: int, budget: int, index: int) -> Round:
-        """One round in four timed phases: draft, schedule, verify, commit (the Trace's time split)."""
-        clock = _Stopwatch()
-        draft = clock.time("draft", self._draft, state, x0, pos)
+        """One round in four timed phases: draft, schedule, verify, commit (the Trace's time split). A round the
+        gate skips drafts nothing (the drafter only sees the anchor) and verifies ℓ = 0: one plain target step."""
+        clock = _Stopwatch(self.clock)
+        decision = self.gate.decide() if self.gate is not None else None
+        skip = decision is not None and not decision.draft
+        draft = clock.time("draft", self._skip if skip else self._draft, state, x0, pos)
         conf, cal, ell, sched = clock.time("schedule", self._schedule, draft, budget)
         toks, out, v = clock.time("verify", self._verify, cache, x0, pos, draft, ell)
         drafts = clock.time("other", self._commit, state, x0, toks, out, v, draft, conf, cal, ell)
-        return Round(
+        r = Round(
             index=index, anchor=x0, anchor_pos=pos, drafts=drafts, ell=ell, accepted=v.accepted, bonus=v.bonus,
             bonus_text=self.target.token_text(v.bonus) if v.bonus is not None else "", bonus_source=v.bonus_source,
             source=draft.source if draft else "none", stopped=v.stopped,
-            schedule=_sched_diag(sched) if sched is not None else None, **clock.seconds,
+            schedule=_sched_diag(sched) if sched is not None else None, skipped=skip,
+            gate=decision.to_dict() if decision is not None else None, **clock.seconds,
         )
+        if self.gate is not None:
+            self.gate.observe_round(r)
+        return r
 
     def _draft(self, state, x0: int, pos: int):
         dr = self.drafter
         return dr.propose(state, x0, pos, self.temperature, self.generator) if dr else None
+
+    def _skip(self, state, x0: int, pos: int):
+        """No draft this round: the drafter sees the anchor as ``propose`` would, and proposes nothing."""
+        if self.drafter is not None:
+            self.drafter.skip(state, x0, pos)
+        return None
 
     def _schedule(self, draft, budget: int):
         """→ raw c_k, calibrated c'_k, ℓ (≤ the drafts and the token budget), the policy's Schedule or None."""
@@ -142,16 +165,32 @@ class generate_rounds:
         return draft_tokens(self.target, draft, conf, cal, ell, m, v.p_target_at) if draft else []
 
 
-class _Stopwatch:
-    """Seconds per phase of a round, as the Round's t_<phase> fields."""
+def make_gate(fallback, drafter, target, sps, default_policy: bool) -> SpeculationGate | None:
+    """The loop's speculation gate: None without a drafter or when off; ``fallback=None`` is on exactly where the
+    loop picked its default policy for a CPU target."""
+    if drafter is None or fallback is False:
+        return None
+    if isinstance(fallback, SpeculationGate):
+        fallback.reset()
+        return fallback
+    if fallback is None and not (default_policy and str(getattr(target, "device", "cpu")).startswith("cpu")):
+        return None
+    if fallback not in (None, True):
+        raise ValueError(f"fallback must be True, False, None or a SpeculationGate, got {fallback!r}")
+    return SpeculationGate(sps if sps is not None else profile_for(target))
 
-    def __init__(self):
+
+class _Stopwatch:
+    """Seconds per phase of a round, as the Round's t_<phase> fields (``clock``: seconds, monotonic)."""
+
+    def __init__(self, clock=time.perf_counter):
+        self.clock = clock
         self.seconds: dict[str, float] = {}
 
     def time(self, phase: str, fn, *args):
-        t0 = time.perf_counter()
+        t0 = self.clock()
         result = fn(*args)
-        self.seconds[f"t_{phase}"] = time.perf_counter() - t0
+        self.seconds[f"t_{phase}"] = self.clock() - t0
         return result
 
 

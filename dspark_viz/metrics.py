@@ -3,6 +3,7 @@
 Legend: γ block size, ℓ verified length, m accepted drafts, k 1-based position.
 
 τ            mean committed tokens per round (bonus included; the prefill token excluded)
+drafted      share of rounds that drafted (the rest are plain steps)
 survival_k   P(m ≥ k)                         prefix survival (over rounds that drafted)
 cond_acc_k   P(m ≥ k | m ≥ k−1, ℓ ≥ k)        position-wise conditional acceptance (paper Fig. 2)
 """
@@ -51,6 +52,16 @@ def survival(traces, gamma: int | None = None) -> list[float]:
 def conditional_acceptance(traces, gamma: int | None = None) -> list[float]:
     c = acceptance_counts(traces, gamma)
     return _ratios(c["accepted"], c["at_risk"])
+
+
+def drafted_share(traces) -> float:
+    """Share of rounds that drafted at least one token (a round the speculation gate skipped, or whose drafter
+    proposed nothing, is a plain step); nan without rounds."""
+    n = d = 0
+    for r in _rounds(traces):
+        n += 1
+        d += bool(r.drafts)
+    return d / n if n else float("nan")
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

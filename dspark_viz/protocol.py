@@ -10,6 +10,7 @@ object returned by ``begin`` so several requests can share one drafter read-only
 Round protocol (driven by decode.py):
   state = drafter.begin(ctx)                      once, after the target's prefill
   draft = drafter.propose(state, anchor, pos, T, generator)   γ tokens + exact p_draft rows
+      or drafter.skip(state, anchor, pos)           a round decoded without a draft (the speculation gate)
   drafter.commit(state, tokens, feats)            the committed positions' target features
 """
 from __future__ import annotations
@@ -50,6 +51,10 @@ class Drafter:
     def propose(self, state: Any, anchor: int, anchor_pos: int, temperature: float,
                 generator: torch.Generator | None) -> Draft:
         raise NotImplementedError
+
+    def skip(self, state: Any, anchor: int, anchor_pos: int) -> None:
+        """A round without a draft (``propose`` is not called): a drafter that learns the anchor in ``propose``
+        learns it here; ``commit`` follows as for any round."""
 
     def commit(self, state: Any, tokens: list[int], features: torch.Tensor | None) -> None:
         """`tokens` are the newly committed tokens starting with the old anchor x0 (excluding the

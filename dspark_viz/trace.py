@@ -48,13 +48,15 @@ class Round:
     bonus: int | None               # token drawn by the target after the accepted prefix
     bonus_text: str
     bonus_source: str               # residual (after a rejection) | target (after full acceptance) | none
-    source: str = "none"            # proposal source: neural | lookup | none (plain decoding)
+    source: str = "none"            # proposal source: neural | lookup | none (plain decoding, a skipped round)
     t_draft: float = 0.0            # seconds
     t_schedule: float = 0.0
     t_verify: float = 0.0
     t_other: float = 0.0
     stopped: bool = False           # a stop token was committed in this round
     schedule: dict[str, Any] | None = None  # policy diagnostics (e.g. Algorithm 1 admission path)
+    skipped: bool = False           # the speculation gate skipped drafting: a plain target step (ℓ = 0)
+    gate: dict[str, Any] | None = None  # the gate's decision before this round (gate.GateDecision), None: no gate
 
     @property
     def committed(self) -> list[int]:

@@ -74,17 +74,18 @@ def client(tiny):
 
 
 def decode_args(prompt, drafter="random", temperature=0.0, max_new=24, load=8, profile="gpu-like", compare=False,
-                seed=0):
-    return (prompt, drafter, temperature, max_new, load, profile, compare, seed)
+                seed=0, show_pruned=True, fallback=False):
+    """The /decode inputs; the fallback is off so that the rounds are the library's own (it decides by timings)."""
+    return (prompt, drafter, temperature, max_new, load, profile, compare, seed, show_pruned, fallback)
 
 
 def library_decode(res, prompt, drafter="random", temperature=0.0, max_new=24, load=8, profile="gpu-like",
-                   compare=False, seed=0) -> Trace:
+                   compare=False, seed=0, show_pruned=True, fallback=False) -> Trace:
     """The same request decoded directly by the library (what the app must reproduce)."""
     d = res.drafters[drafter]
     return speculative_generate(res.target, d, prompt, policy=live_policy(d, load, res.recorded.conf_rows),
                                 temperature=temperature, max_new_tokens=max_new, seed=seed,
-                                sps=res.profiles[profile])
+                                sps=res.profiles[profile], fallback=fallback)
 
 
 def plot_spec(value) -> dict:
@@ -139,8 +140,10 @@ def test_decode_greedy_lookup_equals_plain_decoding(client, tiny):
 
 
 def test_pruned_drafts_can_be_hidden(client):
-    shown = client.predict(*decode_args("abcabc", "random", max_new=12, load=200), True, api_name="/decode")
-    hidden = client.predict(*decode_args("abcabc", "random", max_new=12, load=200), False, api_name="/decode")
+    shown = client.predict(*decode_args("abcabc", "random", max_new=12, load=200, show_pruned=True),
+                           api_name="/decode")
+    hidden = client.predict(*decode_args("abcabc", "random", max_new=12, load=200, show_pruned=False),
+                            api_name="/decode")
     assert "dsv-pruned" in shown[1] and "dsv-pruned" not in hidden[1]  # a busy engine prunes every draft here
     assert "dsv-bonus" in hidden[1]
     status, strip, *_ = client.predict(1, False, api_name="/replay_round")   # nothing loaded in this session
@@ -179,6 +182,25 @@ def test_live_decode_clamps_out_of_range_settings(tiny):
     assert len(bad) == 1 and bad[0].phase == "error" and "must be a number" in bad[0].status
     bad = list(live_decode(res, "abc", "random", profile="tpu"))
     assert len(bad) == 1 and "unknown profile" in bad[0].status
+
+
+def test_live_decode_plans_with_the_measured_profile_and_falls_back_by_default_on_cpu(tiny):
+    """On a CPU target: the measured curve is the default profile, the fallback is on (a plain step is timed
+    after the warm-up rounds, so some round skips), the status counts the rounds that drafted, the text at T = 0
+    is plain decoding's, and the speed-up names the engine it was measured against."""
+    _, res = tiny
+    assert res.live_profile == "cpu" and res.profiles["cpu"].device == "cpu" and res.fallback_default
+    assert "synthetic" in dict((v, k) for k, v in res.profile_choices())["gpu-like"]
+    ups = list(live_decode(res, "abcabcabc", "lookup", max_new_tokens=24, compare=True))
+    done, final = ups[-2], ups[-1]
+    tr = final.trace
+    assert tr.meta["profile"] == "cpu" and tr.meta["fallback"] is True and any(r.skipped for r in tr.rounds)
+    drafted = sum(bool(r.drafts) for r in tr.rounds)
+    assert f"drafted in {drafted}/{len(tr.rounds)} rounds" in done.status and "+ fallback" in done.status
+    assert "✓ yes" in final.stats and "Rounds that drafted" in final.stats
+    assert "over plain decoding on the same engine" in final.stats and "float32" in final.stats
+    off = list(live_decode(res, "abcabcabc", "lookup", max_new_tokens=24, compare=False, fallback=False))[-1]
+    assert off.trace.meta["fallback"] is False and not any(r.skipped for r in off.trace.rounds)
 
 
 # -- model-free tabs ------------------------------------------------------------------------------------------
@@ -319,7 +341,8 @@ def test_eight_concurrent_sessions_get_their_own_results(tiny):
     letters = "abcdefghijklmnopqrstuvwxyz"
     settings = [dict(prompt=letters[i:i + 5] * (2 + i % 3), drafter=("random", "lookup")[i % 2],
                      temperature=(0.0, 0.7, 1.3)[i % 3], max_new=12 + 2 * i, load=1 + 13 * i,
-                     profile=("gpu-like", "jagged")[i % 2], compare=i in (0, 5), seed=100 + i) for i in range(8)]
+                     profile=("gpu-like", "jagged")[i % 2], compare=i in (0, 5), seed=100 + i,
+                     show_pruned=True, fallback=False) for i in range(8)]
     results, errors = [None] * 8, []
     barrier = threading.Barrier(8)
 

@@ -30,6 +30,16 @@ def test_generate_prints_text_and_summary(capsys, patched_target, tmp_path):
     assert tr.meta["drafter"] == "lookup" and tr.meta["policy"] == "fixed-7"
 
 
+def test_generate_with_the_fallback(capsys, patched_target, tmp_path):
+    out_json = tmp_path / "trace.json"
+    rc = cli.main(["generate", "Name three colours.", "--max-new-tokens", "24", "--fallback", "--trace-out",
+                   str(out_json)])
+    out, err = capsys.readouterr()
+    tr = Trace.from_json(str(out_json))
+    assert rc == 0 and tr.meta["fallback"] is True and "+ fallback (drafted in" in err
+    assert all(r.gate is not None for r in tr.rounds)
+
+
 def test_generate_plain_sampling(capsys, patched_target):
     rc = cli.main(["generate", "Say hi.", "--drafter", "none", "--max-new-tokens", "5", "--temperature", "0.8",
                    "--seed", "3"])
@@ -54,18 +64,27 @@ def test_bench_json(capsys, patched_target, tmp_path):
     out_json = tmp_path / "bench.json"
     rc = cli.main(["bench", "--prompts", str(prompts), "--n-prompts", "1", "--max-new-tokens", "6",
                    "--no-warmup", "--json", str(out_json), "--dtype", "fp32",
-                   "--methods", "hf_generate,hf_prompt_lookup,plain,lookup,dspark_sched"])
+                   "--methods", "hf_generate,hf_prompt_lookup,plain,lookup,dspark_sched,dspark_fallback"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     rep = json.loads(out_json.read_text())
-    assert set(rep["methods"]) == {"hf_generate", "hf_prompt_lookup", "plain", "lookup", "dspark_sched"}
+    assert set(rep["methods"]) == {"hf_generate", "hf_prompt_lookup", "plain", "lookup", "dspark_sched",
+                                   "dspark_fallback"}
     for name, m in rep["methods"].items():
-        assert m["tok_per_s"] > 0 and {"ratio_vs_hf_generate", "tau"} <= set(m)
-        assert m["same_as_hf_generate"] == 1                 # greedy: same tokens as transformers
+        assert m["tok_per_s"] > 0 and {"ratio_vs_plain", "ratio_vs_hf_generate", "tau", "drafted"} <= set(m)
+        assert m["same_as_hf_generate"] == 1 and m["same_as_plain"] == 1     # greedy fp32: same tokens
     assert rep["methods"]["hf_generate"]["ratio_vs_hf_generate"] == 1.0
+    assert rep["methods"]["plain"]["ratio_vs_plain"] == 1.0
     assert rep["methods"]["plain"]["tau"] == 1.0 and rep["methods"]["hf_generate"]["tau"] is None
+    assert rep["methods"]["plain"]["drafted"] is None and 0 <= rep["methods"]["dspark_fallback"]["drafted"] <= 1
     assert rep["machine"]["torch"] and rep["command"].startswith("dspark-viz bench")
-    assert "hf_generate" in out and "×hf_gen" in out
+    floor = rep["memory_floor"]
+    assert floor["read_GBps"] > 0 and set(floor["by_dtype"]) == {"float32"}
+    f = floor["by_dtype"]["float32"]
+    assert f["weight_MB"] > 4 * 100 and f["plain_ms_per_token"] > 0                # 135 M fp32 parameters
+    assert f["plain_over_floor"] == pytest.approx(f["plain_ms_per_token"] / f["floor_ms_per_token"])
+    assert "hf_generate" in out and "×hf_gen" in out and "×plain" in out and "memory floor at float32" in out
+    assert "dspark_fallback = DSpark, hardware-aware + fallback" in out
 
 
 def test_bench_default_runs_hf_at_both_dtypes_and_ours_at_the_machines(capsys, patched_target, tmp_path):
@@ -75,11 +94,15 @@ def test_bench_default_runs_hf_at_both_dtypes_and_ours_at_the_machines(capsys, p
     prompts.write_text(json.dumps({"turns": ["Count from one to five."]}) + "\n")
     out_json = tmp_path / "bench.json"
     rc = cli.main(["bench", "--prompts", str(prompts), "--n-prompts", "1", "--max-new-tokens", "4", "--no-warmup",
-                   "--json", str(out_json), "--methods", "hf_generate,hf_prompt_lookup,plain"])
+                   "--json", str(out_json), "--methods", "hf_generate,hf_prompt_lookup,plain", "--no-bandwidth"])
     assert rc == 0, capsys.readouterr().err
     rep = json.loads(out_json.read_text())
     assert set(rep["methods"]) == {"hf_generate@fp32", "hf_generate@bf16", "hf_prompt_lookup@fp32",
-                                   "hf_prompt_lookup@bf16", "plain@fp32"}
+                                   "hf_prompt_lookup@bf16", "plain@fp32", "plain@bf16"}
+    for lab in ("fp32", "bf16"):                          # ×plain against plain decoding at the same dtype
+        assert rep["methods"][f"plain@{lab}"]["ratio_vs_plain"] == 1.0
+        assert rep["methods"][f"hf_generate@{lab}"]["ratio_vs_plain"] > 0
+    assert rep["memory_floor"] == {}
     assert rep["machine"]["baseline"] in ("hf_generate@fp32", "hf_generate@bf16")
     assert rep["machine"]["lookup_baseline"] in ("hf_prompt_lookup@fp32", "hf_prompt_lookup@bf16")
     assert "cpu_flags" in rep["machine"] and set(rep["machine"]["paths"]) == {"fp32", "bf16"}

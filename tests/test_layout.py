@@ -94,7 +94,7 @@ def _within(mod: str, *prefixes: str) -> bool:
 # imports from every layer; moved.py maps earlier module names to their homes.
 P = "dspark_viz."
 CORE = tuple(P + m for m in ("settings", "records", "trace", "sampling", "protocol", "cost", "scheduler",
-                             "background", "calibration", "metrics", "exact", "decode"))
+                             "gate", "background", "calibration", "metrics", "exact", "decode"))
 MODEL = (P + "model", P + "fast")
 DRAFTERS = (P + "drafters",)
 DATA_IO = (P + "datasets",)
@@ -136,7 +136,7 @@ def test_importing_the_core_loads_only_the_core():
     assert all(_within(m, *CORE, P + "model.profile", P + "model", P + "moved") or m == "dspark_viz" for m in loaded), loaded
 
 
-@pytest.mark.parametrize("mod", [P + "scheduler", P + "calibration", P + "background", P + "cost"])
+@pytest.mark.parametrize("mod", [P + "scheduler", P + "gate", P + "calibration", P + "background", P + "cost"])
 def test_policies_import_no_drafter_or_model(mod):
     bad = sorted(m for m in _reaches(mod) if _within(m, *DRAFTERS, *MODEL, P + "train"))
     assert not bad, f"{mod} reaches {bad}"

@@ -6,7 +6,8 @@ Legend: T temperature, γ block size (our lookup drafter), ℓ verification leng
     dspark-viz bench --temperatures 0,1 --mixed-dtypes fp32,bf16 --json out.json --markdown docs/benchmarks.md
 
 One report per (dtype, temperature), its table printed as it finishes; ``--mixed-dtypes`` makes one
-interleaved report per temperature instead (methods named method@dtype).
+interleaved report per temperature instead (methods named method@dtype). The machine's read bandwidth is measured
+once, at the decode's thread count, for plain decoding's memory floor under each table.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from ..decode import check_settings
 from ..evaluation import dtype_choice
+from ..evaluation.machine_info import read_bandwidth
 from ..evaluation import speed_runner as runner
 from ..evaluation.speed_methods import DEFAULT_METHODS, METHODS, BenchSettings, unload_drafters
 from ..evaluation.speed_report import format_table, markdown_report
@@ -59,6 +61,8 @@ def add_bench(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     ap.add_argument("--json", default=None, metavar="OUT.json", help="write the report as JSON")
     ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--no-bandwidth", action="store_true",
+                    help="skip the read-bandwidth measurement (1 GiB; no memory floor under the tables)")
 
 
 def _float_list(text: str, what: str) -> list[float]:
@@ -98,8 +102,11 @@ def run_bench(a: argparse.Namespace) -> int:
     log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
     labels_of = None
     if auto:
-        ours = {"float32": "fp32", "bfloat16": "bf16"}[dtype_choice.choose_default_dtype(log=log)]
-        labels_of = {m: (["fp32", "bf16"] if m.startswith("hf_") else [ours]) for m in methods}
+        ours = {"float32": "fp32", "bfloat16": "bf16"}[dtype_choice.choose_default_dtype(log=log, target=a.target)]
+        labels_of = {m: (["fp32", "bf16"] if m.startswith("hf_") or m == "plain" else [ours]) for m in methods}
+    bandwidth = None if getattr(a, "no_bandwidth", False) else read_bandwidth()
+    if bandwidth:
+        log(f"read bandwidth: {bandwidth / 1e9:.1f} GB/s (1 GiB, best of 5)")
     reports = []
     groups = [dtypes] if mixed else [[d] for d in dtypes]
     for group in groups:
@@ -109,7 +116,7 @@ def run_bench(a: argparse.Namespace) -> int:
         for t in temps:
             settings = BenchSettings(a.max_new_tokens, t, a.seed, a.gamma, a.hf_lookup_tokens)
             rep = runner.run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log,
-                                   labels_of=labels_of)
+                                   labels_of=labels_of, bandwidth=bandwidth)
             rep.command = command
             print(format_table(rep) + "\n", flush=True)
             reports.append(rep)

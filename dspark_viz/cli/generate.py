@@ -44,8 +44,9 @@ def summary_line(trace) -> str:
     return (f"τ = {metrics.tau(trace):.2f} tokens/round · {trace.n_generated} tokens in {len(trace.rounds)} rounds "
             f"· {metrics.tokens_per_second(trace):.1f} tok/s · time: draft {ts['draft']:.0%} verify "
             f"{ts['verify']:.0%} schedule {ts['schedule']:.0%} other {ts['other']:.0%} · "
-            f"drafter {trace.meta.get('drafter')}, policy {trace.meta.get('policy')}, "
-            f"T = {trace.meta.get('temperature')}")
+            f"drafter {trace.meta.get('drafter')}, policy {trace.meta.get('policy')}"
+            + (f" + fallback (drafted in {metrics.drafted_share(trace):.0%} of rounds)" if trace.meta.get("fallback")
+               else "") + f", T = {trace.meta.get('temperature')}")
 
 
 # -- generate ----------------------------------------------------------------------------------------
@@ -62,6 +63,9 @@ def add_generate(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--theta", type=float, default=0.5, help="threshold of the threshold policy")
     ap.add_argument("--sps-profile", default=None, help="SPS profile for hardware-aware / async-global: "
                     "gpu-like, jagged, cpu or a .json path (default gpu-like)")
+    ap.add_argument("--fallback", action="store_true",
+                    help="the speculation gate: decode plainly while drafting commits fewer tokens/s than a plain "
+                         "step (judged from earlier rounds; lossless)")
     ap.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
@@ -106,7 +110,7 @@ def run_generate(a: argparse.Namespace) -> int:
         raise ValueError(f"--trace-out {a.trace_out} is a folder: give a file name")
     set_threads(a.threads)
 
-    target = model_target.load_target(a.target, device=a.device, dtype=dtype_for(a.device, a.dtype),
+    target = model_target.load_target(a.target, device=a.device, dtype=dtype_for(a.device, a.dtype, a.target),
                                       feature_layers=feature_layers_for(drafter_name))
     drafter = None
     if drafter_name not in PLAIN_NAMES:
@@ -117,7 +121,8 @@ def run_generate(a: argparse.Namespace) -> int:
             raise ValueError(f"policy {policy.name!r} needs confidences; drafter {drafter.name!r} has no "
                              f"confidence head (use --policy fixed or a neural drafter)")
     rounds = generate_rounds(target, drafter, a.prompt, policy=policy, temperature=a.temperature,
-                             max_new_tokens=a.max_new_tokens, seed=a.seed, sps=sps)
+                             max_new_tokens=a.max_new_tokens, seed=a.seed, sps=sps,
+                             fallback=True if getattr(a, "fallback", False) and drafter is not None else None)
     color = use_color(a.no_color)
     out = sys.stdout
     if color:                                                     # stream round by round

@@ -99,6 +99,9 @@ class HybridDrafter(Drafter):
         idx.extend(list(ctx.prompt_ids))
         return {"neural": self.neural.begin(ctx), "lookup": idx}
 
+    def skip(self, state, anchor, anchor_pos) -> None:
+        state["lookup"].extend([anchor])              # as in propose; the neural state learns it in commit
+
     def commit(self, state, tokens, features) -> None:
         self.neural.commit(state["neural"], tokens, features)
         state["lookup"].extend(list(tokens)[1:])     # tokens[0] is the old anchor, added in propose

@@ -82,5 +82,8 @@ class LookupDrafter(Drafter):
         return Draft(tokens=toks, p_draft=p, confidence=None,
                      diag=[{"ngram": n}] * len(toks) if toks else None, source="lookup")
 
+    def skip(self, state: LookupIndex, anchor, anchor_pos) -> None:
+        state.extend([anchor])                    # as in propose: the context ends with the anchor
+
     def commit(self, state: LookupIndex, tokens, features) -> None:
         state.extend(list(tokens)[1:])            # tokens[0] is the old anchor, added in propose

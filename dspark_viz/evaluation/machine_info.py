@@ -8,12 +8,16 @@ bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tile
 cpu_flags (the instruction sets that matter: avx2 … avx512_bf16, amx), default_dtype (this machine's
 chosen CPU dtype, fast/tune.py), paths.choice and paths.sizes as path_choice and size_paths (per few-token size: fast, fast-avx2 or stock).
 A run whose JSON lacks ``kernel`` used the row layout.
+
+The memory floor of plain decoding (``read_bandwidth``, ``weight_bytes``): a one-token step reads every weight once,
+so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming read bandwidth).
 """
 from __future__ import annotations
 
 import os
 import platform
 import sys
+import time
 
 import torch
 
@@ -52,6 +56,41 @@ def machine_info(target=None) -> dict:
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info
+
+
+def read_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:
+    """The machine's streaming read bandwidth in bytes/s: the best of ``repeats`` sums over a ``gib`` GiB fp32
+    buffer (≥ 1 GiB, far beyond any cache), at torch's current thread count (the decode's)."""
+    if gib < 1.0 or repeats < 1:
+        raise ValueError(f"read_bandwidth needs a buffer of ≥ 1 GiB and ≥ 1 repeat, got {gib} GiB × {repeats}")
+    buf = torch.ones(int(gib * 2 ** 30) // 4, dtype=torch.float32)            # (n,) every page touched
+    best = float("inf")
+    for _ in range(repeats + 1):                                                # the first read warms up
+        t0 = time.perf_counter()
+        buf.sum()
+        best = min(best, time.perf_counter() - t0)
+    nbytes = buf.numel() * buf.element_size()
+    del buf
+    return nbytes / best
+
+
+def weight_bytes(target) -> int:
+    """Bytes of every weight one forward of ``target`` reads: each parameter tensor once (a tied LM head and
+    input embedding count once); an untied input embedding only gives one row per token and is left out."""
+    model = target.model
+    emb = model.get_input_embeddings().weight if hasattr(model, "get_input_embeddings") else None
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    head_w = getattr(head, "weight", None)
+    seen, total = set(), 0
+    for p in model.parameters():
+        ptr = p.data_ptr()
+        if ptr in seen:
+            continue
+        seen.add(ptr)
+        if emb is not None and ptr == emb.data_ptr() and (head_w is None or head_w.data_ptr() != ptr):
+            continue                                                            # untied: a gather, not a read
+        total += p.numel() * p.element_size()
+    return total
 
 
 def kernel_note(machine: dict) -> str:

@@ -5,12 +5,13 @@ Legend: γ block size, ℓ verification length, τ mean committed tokens per rou
 ``METHODS`` maps a name to its function; ``register_method`` adds one (neural drafters, policies).
 ``DEFAULT_METHODS`` is what ``dspark-viz bench`` runs without ``--methods``.
 
-- ``hf_generate``: transformers' ``generate`` (the baseline every ratio is taken against);
+- ``hf_generate``: transformers' ``generate`` (the ×hf_gen baseline; ×plain is taken against ``plain``);
 - ``hf_prompt_lookup``: ``generate`` with ``prompt_lookup_num_tokens`` (10 by default, the value of the
   transformers docs) and its default 2-gram matching;
 - ``plain``: our decode loop without a drafter; ``lookup``: our n-gram drafter (γ = 7, 1–3-gram matching);
 - ``dflash``, ``eagle``, ``dspark_fixed``: shipped neural drafters at ℓ = γ;
   ``dspark_sched`` / ``dspark_lookup``: DSpark (alone / with lookup) under the hardware-aware scheduler;
+  ``dspark_fallback``: ``dspark_sched`` behind the speculation gate (gate.py: plain steps while drafting loses);
   ``dspark_l1`` … ``dspark_l6`` (on request only): DSpark at each shorter fixed ℓ.
 """
 from __future__ import annotations
@@ -23,11 +24,18 @@ import torch
 
 from ..decode import speculative_generate
 from ..drafters import load_drafter, speed_only
-from ..metrics import tau, time_split
+from ..metrics import drafted_share, tau, time_split
 from ..model.profile import profile_for
 from ..scheduler import FixedLength, HardwareAware
 
 BASELINE = "hf_generate"
+PLAIN = "plain"                         # our plain decoding: the ×plain and =plain reference
+LABELS = {                              # what each method is, for the tables' legend
+    "hf_generate": "HF `generate`", "hf_prompt_lookup": "HF prompt lookup", "plain": "our plain decoding",
+    "lookup": "our prompt lookup", "dflash": "DFlash-style, ℓ = γ", "eagle": "EAGLE-style, ℓ = γ",
+    "dspark_fixed": "DSpark, ℓ = γ", "dspark_sched": "DSpark, hardware-aware",
+    "dspark_fallback": "DSpark, hardware-aware + fallback", "dspark_lookup": "DSpark + lookup, hardware-aware",
+}
 
 
 @dataclass
@@ -44,6 +52,8 @@ class MethodResult(NamedTuple):
     seconds: float                      # wall time of the whole request (prefill included)
     tau: float | None                   # committed tokens per round (None when not measured)
     time_split: dict[str, float] | None  # draft / verify / schedule / other fractions (our loop)
+    drafted: float | None = None        # share of rounds that drafted (our loop with a drafter)
+    decode_s: float | None = None       # seconds after the prefill (our loop), for ms per decoded token
 
 
 Method = Callable[[object, list[int], BenchSettings], MethodResult]
@@ -92,12 +102,14 @@ def hf_prompt_lookup(target, ids, s):
     return _hf(target, ids, s, prompt_lookup_num_tokens=s.hf_lookup_tokens)
 
 
-def _ours(target, drafter, ids, s, policy=None, sps=None) -> MethodResult:
+def _ours(target, drafter, ids, s, policy=None, sps=None, fallback=False) -> MethodResult:
     t0 = time.perf_counter()
     tr = speculative_generate(target, drafter, prompt_ids=ids, temperature=s.temperature,
-                              max_new_tokens=s.max_new_tokens, seed=s.seed, policy=policy, sps=sps)
+                              max_new_tokens=s.max_new_tokens, seed=s.seed, policy=policy, sps=sps,
+                              fallback=fallback)
     dt = time.perf_counter() - t0
-    return MethodResult(tr.output_ids, dt, tau(tr), time_split(tr))
+    return MethodResult(tr.output_ids, dt, tau(tr), time_split(tr),
+                        drafted_share(tr) if drafter is not None else None, tr.t_total - tr.t_prefill)
 
 
 @register_method("plain")
@@ -126,11 +138,11 @@ def unload_drafters() -> None:
     _LOADED.clear()
 
 
-def _neural(name: str, scheduled: bool = False, ell: int | None = None) -> Method:
+def _neural(name: str, scheduled: bool = False, ell: int | None = None, fallback: bool = False) -> Method:
     def run(target, ids, s):
         d = _drafter(target, name)
         if scheduled:
-            return _ours(target, d, ids, s, policy=HardwareAware(), sps=profile_for(target))
+            return _ours(target, d, ids, s, policy=HardwareAware(), sps=profile_for(target), fallback=fallback)
         return _ours(target, d, ids, s, policy=FixedLength(ell or d.gamma))
     return run
 
@@ -139,6 +151,7 @@ register_method("dflash", _neural("dflash"))
 register_method("eagle", _neural("eagle"))
 register_method("dspark_fixed", _neural("dspark"))
 register_method("dspark_sched", _neural("dspark", scheduled=True))
+register_method("dspark_fallback", _neural("dspark", scheduled=True, fallback=True))
 register_method("dspark_lookup", _neural("dspark+lookup", scheduled=True))
 for _ell in range(1, 7):    # DSpark at each shorter fixed ℓ: the "best fixed ℓ" check (--methods dspark_l1,…)
     register_method(f"dspark_l{_ell}", _neural("dspark", ell=_ell), default=False)

@@ -1,33 +1,56 @@
 """A bench report as text: the plain-text table the command prints and the Markdown page for docs.
 
 Legend: n prompts, γ block size, τ mean committed tokens per round, T temperature, ℓ verification length.
-Columns: tok/s (median over prompts), ×hf_gen (median per-prompt speed ratio to ``hf_generate``),
-τ, the time split of our loop (draft / verify / sched / other) and =hf (outputs identical to
-``hf_generate``'s, greedy only); — where a method does not measure a column.
+Columns: tok/s (median over prompts), ×plain (median per-prompt speed ratio to our plain decoding at the same
+dtype: the speculation gain), ×hf_gen / ×hf_look (the same against ``hf_generate`` / ``hf_prompt_lookup``), τ,
+drafted (share of rounds that drafted), the time split of our loop (draft / verify / sched / other), =plain and
+=hf (outputs identical to plain decoding's at the same dtype / to ``hf_generate``'s, greedy only); — where a
+method does not measure a column. Under the table: plain decoding's ms per token against the memory floor.
 """
 from __future__ import annotations
 
 from .machine_info import kernel_note
+from .speed_methods import LABELS
 from .speed_runner import BenchReport, best_per_method
+
+
+def _num(v, fmt: str) -> str:
+    return format(v, fmt) if v is not None else "—"
+
+
+def floor_lines(rep: BenchReport) -> list[str]:
+    """Plain decoding against the memory floor, one line per dtype (none when the run measured no bandwidth)."""
+    mf = rep.memory_floor or {}
+    if not mf.get("read_GBps"):
+        return []
+    out = []
+    for lab, f in (mf.get("by_dtype") or {}).items():
+        plain = f.get("plain_ms_per_token")
+        out.append(f"memory floor at {lab}: plain decoding {_num(plain, '.1f')} ms/token against "
+                   f"{f['floor_ms_per_token']:.1f} ms = {f['weight_MB']:.0f} MB of weights per forward ÷ "
+                   f"{mf['read_GBps']:.1f} GB/s read bandwidth"
+                   + (f" ({f['plain_over_floor']:.2f}× the floor)" if f.get("plain_over_floor") else ""))
+    return out
 
 
 def format_table(rep: BenchReport) -> str:
     """One run's table, with its settings, machine and peak memory under it."""
     n = len(rep.prompts)
     w = max([18] + [len(m) + 2 for m in rep.methods])
-    head = (f"{'method':<{w}}{'tok/s':>8}{'×hf_gen':>9}{'×hf_look':>9}{'τ':>7}   {'draft':>6}{'verify':>7}{'sched':>6}"
-            f"{'other':>6}{'=hf':>6}")
+    head = (f"{'method':<{w}}{'tok/s':>8}{'×plain':>8}{'×hf_gen':>9}{'×hf_look':>9}{'τ':>7}{'drafted':>8}   "
+            f"{'draft':>6}{'verify':>7}{'sched':>6}{'other':>6}{'=plain':>7}{'=hf':>6}")
     lines = [head, "-" * len(head)]
     for m, s in rep.methods.items():
         ts = s["time_split"]
         split = (f"{ts['draft']:6.1%}{ts['verify']:7.1%}{ts['schedule']:6.1%}{ts['other']:6.1%}" if ts
                  else f"{'—':>6}{'—':>7}{'—':>6}{'—':>6}")
-        ratio = f"{s['ratio_vs_hf_generate']:.3f}" if s["ratio_vs_hf_generate"] is not None else "—"
-        look = s.get("ratio_vs_hf_prompt_lookup")
-        look = f"{look:.3f}" if look is not None else "—"
-        tau = f"{s['tau']:.2f}" if s["tau"] is not None else "—"
-        same = f"{s['same_as_hf_generate']}/{n}" if s["same_as_hf_generate"] is not None else "—"
-        lines.append(f"{m:<{w}}{s['tok_per_s']:8.2f}{ratio:>9}{look:>9}{tau:>7}   {split}{same:>6}")
+        same_p, same_h = s.get("same_as_plain"), s["same_as_hf_generate"]
+        lines.append(f"{m:<{w}}{s['tok_per_s']:8.2f}{_num(s.get('ratio_vs_plain'), '.3f'):>8}"
+                     f"{_num(s['ratio_vs_hf_generate'], '.3f'):>9}{_num(s.get('ratio_vs_hf_prompt_lookup'), '.3f'):>9}"
+                     f"{_num(s['tau'], '.2f'):>7}{_num(s.get('drafted'), '.0%'):>8}   {split}"
+                     f"{f'{same_p}/{n}' if same_p is not None else '—':>7}{f'{same_h}/{n}' if same_h is not None else '—':>6}")
+    used = [m.split("@")[0] for m in rep.methods]
+    legend = [f"{m} = {LABELS[m]}" for m in dict.fromkeys(used) if m in LABELS]
     mi = rep.machine
     st = rep.settings
     if mi.get("baseline"):                          # mixed dtypes: the baseline's best dtype, each method's best
@@ -36,9 +59,11 @@ def format_table(rep: BenchReport) -> str:
                       f"=hf against hf_generate at the same dtype", "best dtype per method: " + ", ".join(
                       f"{b} {rep.methods[b]['ratio_vs_hf_generate']:.3f}" for b in best.values()
                       if rep.methods[b]["ratio_vs_hf_generate"] is not None)]
-    lines += ["", f"median tok/s over {n} prompts; ×hf_gen / ×hf_look = median per-prompt speed ratio against "
-                  f"hf_generate / hf_prompt_lookup (at their fastest dtype in a mixed run); "
-                  f"=hf: outputs identical to hf_generate (T = 0)",
+    lines += ["", f"median tok/s over {n} prompts; ×plain = median per-prompt speed ratio against our plain decoding "
+                  f"at the same dtype (the speculation gain); ×hf_gen / ×hf_look = the same against "
+                  f"hf_generate / hf_prompt_lookup (at their fastest dtype in a mixed run); drafted = share of rounds "
+                  f"that drafted; =plain / =hf: outputs identical to plain decoding at the same dtype / to "
+                  f"hf_generate (T = 0)", "methods: " + "; ".join(legend),
               f"T = {st['temperature']}, max_new_tokens = {st['max_new_tokens']}, lookup γ = {st['gamma']}, "
               f"HF prompt_lookup_num_tokens = {st['hf_lookup_tokens']}",
               f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
@@ -50,6 +75,7 @@ def format_table(rep: BenchReport) -> str:
     for lab, p in (mi.get("paths") or {}).items():
         if p.get("path_choice"):
             lines.append(f"paths at {lab}: {p['path_choice']}")
+    lines += floor_lines(rep)
     if rep.peak_rss_mb is not None:
         lines.append(f"peak resident memory of the process (target + every loaded drafter): {rep.peak_rss_mb:.0f} MB")
     return "\n".join(lines)
@@ -57,10 +83,16 @@ def format_table(rep: BenchReport) -> str:
 
 _HOW = ("Methods run interleaved in one process on the same prompts (order rotated per prompt); a "
         "mixed-dtype run (`--mixed-dtypes fp32,bf16`) loads the target at both dtypes and interleaves every "
-        "method@dtype. tok/s: median over prompts; ×hf_gen: median per-prompt ratio to transformers' `generate` "
-        "at the same temperature and the same dtype (in a mixed run: `generate`'s fastest dtype); τ: committed "
-        "tokens per verification round; the split is our loop's wall time in draft / verify (target forward + "
-        "acceptance) / schedule / other; =hf: outputs identical to `generate`'s (greedy only). Neural drafters "
+        "method@dtype. tok/s: median over prompts; ×plain: median per-prompt ratio to our own plain decoding on the "
+        "same engine at the same dtype — the speculation gain (the paper's Eq. 1 on this machine), the column to "
+        "read first; ×hf_gen / ×hf_look: the same ratio to transformers' `generate` / prompt lookup at the same "
+        "temperature (in a mixed run: their fastest dtype), which mixes the engine's speed with speculation's; τ: "
+        "committed tokens per verification round; drafted: the share of rounds that drafted (the speculation gate, "
+        "`+ fallback`, decodes the others plainly); the split is our loop's wall time in draft / verify (target "
+        "forward + acceptance) / schedule / other; =plain: outputs identical to plain decoding's at the same dtype, "
+        "=hf: to `generate`'s (greedy only). Under each table: plain decoding's ms per decoded token against the "
+        "memory floor, the bytes of the weights one forward reads (a tied LM head once) ÷ the machine's read "
+        "bandwidth (the best of a few sums over a 1 GiB buffer at the decode's thread count). Neural drafters "
         "skip the per-slot top-k diagnostics only the charts read (`NeuralDrafter.diagnostics`); the JSON's "
         "machine.draft_diagnostics says so, and a run without that field drafted with them on.")
 

@@ -4,9 +4,13 @@ Legend: n prompts, γ block size, τ mean committed tokens per round, T temperat
 
 Methods run interleaved in one process: for prompt i the method order is rotated by i, so slow drift of
 a shared machine hits every method alike. Reported per method (``BenchReport.methods``): tok_per_s
-(median over prompts), ratio_vs_hf_generate (median of per-prompt speed ratios against ``hf_generate``),
-tau, time_split (draft / verify / schedule / other, our loop only), tokens, seconds, n_prompts and, at
-T = 0, same_as_hf_generate (how many outputs equal ``hf_generate``'s). The methods are in
+(median over prompts), ratio_vs_plain (median of per-prompt speed ratios against our ``plain`` decoding at the
+same dtype: the speculation gain, the paper's Eq. 1 on this machine), ratio_vs_hf_generate and
+ratio_vs_hf_prompt_lookup (the same against transformers), tau, drafted (share of rounds that drafted),
+time_split (draft / verify / schedule / other, our loop only), tokens, seconds, n_prompts and, at T = 0,
+same_as_plain / same_as_hf_generate (how many outputs equal plain decoding's at the same dtype / ``hf_generate``'s).
+``BenchReport.memory_floor``: the machine's read bandwidth, measured once, and per dtype plain decoding's ms per
+decoded token against the floor (bytes of the weights one forward reads ÷ bandwidth). The methods are in
 ``speed_methods``; the text and Markdown views in ``speed_report``; the command in ``cli.bench``.
 """
 from __future__ import annotations
@@ -18,8 +22,8 @@ from pathlib import Path
 
 from ..datasets.prompts import load_prompts
 from ..settings import assets, bench_files
-from .machine_info import machine_info, peak_rss_mb
-from .speed_methods import BASELINE, METHODS, BenchSettings
+from .machine_info import machine_info, peak_rss_mb, weight_bytes
+from .speed_methods import BASELINE, METHODS, PLAIN, BenchSettings
 
 
 # -- prompts ----------------------------------------------------------------------------------------
@@ -58,20 +62,24 @@ class BenchReport:
     command: str = ""                   # the command line that produced it
     per_prompt: list[dict] = field(default_factory=list)   # one row per (prompt, run name)
     peak_rss_mb: float | None = None    # process peak resident memory after this run (all loaded models)
+    memory_floor: dict = field(default_factory=dict)   # read bandwidth and plain decoding against its floor
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSettings,
-              warmup: bool = True, log=None, labels_of: dict[str, list[str]] | None = None) -> BenchReport:
+              warmup: bool = True, log=None, labels_of: dict[str, list[str]] | None = None,
+              bandwidth: float | None = None) -> BenchReport:
     """Time `methods` on every prompt (order rotated per prompt) and summarise.
 
     ``target`` may be a dict {label: target} (e.g. {"fp32": …, "bf16": …}): every method then runs on each
     target as ``method@label``, all interleaved in one rotation, and ×hf_gen compares with the fastest
     ``hf_generate@label`` (the baseline's best dtype); =hf compares with the baseline of the same label.
     ``labels_of`` {method: [label, …]} runs a method on those targets only (default: on every one).
-    ×hf_lookup compares in the same way with the fastest ``hf_prompt_lookup@label``."""
+    ×hf_lookup compares in the same way with the fastest ``hf_prompt_lookup@label``; ×plain and =plain compare
+    with ``plain@label``, our plain decoding at the same dtype. ``bandwidth`` (bytes/s, machine_info.read_bandwidth)
+    adds plain decoding's memory floor."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown bench method(s) {unknown}: choose from {', '.join(METHODS)}")
@@ -85,17 +93,19 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
         for _, m, lab in runs:
             METHODS[m](targets[lab], ids_list[0], short)
     base_of = lambda lab: f"{BASELINE}@{lab}" if lab else BASELINE                # noqa: E731
+    plain_of = lambda lab: f"{PLAIN}@{lab}" if lab else PLAIN                      # noqa: E731
     names = [n for n, _, _ in runs]
     rows = []
     for i, ids in enumerate(ids_list):
         order = runs[i % len(runs):] + runs[: i % len(runs)]
         res = {n: METHODS[m](targets[lab], ids, settings) for n, m, lab in order}
         for n, m, lab in runs:
-            r, b = res[n], base_of(lab)
+            r, b, pl = res[n], base_of(lab), plain_of(lab)
             k = len(r.output_ids)
-            rows.append(dict(prompt=i, method=n, tokens=k, seconds=r.seconds, tok_per_s=k / r.seconds,
-                             tau=r.tau, time_split=r.time_split,
-                             same_as_baseline=(r.output_ids == res[b].output_ids) if b in res else None))
+            rows.append(dict(prompt=i, method=n, label=lab, tokens=k, seconds=r.seconds, tok_per_s=k / r.seconds,
+                             tau=r.tau, time_split=r.time_split, drafted=r.drafted, decode_s=r.decode_s,
+                             same_as_baseline=(r.output_ids == res[b].output_ids) if b in res else None,
+                             same_as_plain=(r.output_ids == res[pl].output_ids) if pl in res else None))
         if log:
             log(f"prompt {i + 1}/{len(ids_list)} ({prompts[i]['domain']}): " + "  ".join(
                 f"{n} {len(res[n].output_ids) / res[n].seconds:.1f}" for n in names) + " tok/s")
@@ -105,8 +115,13 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
     lookups = [n for n, m, _ in runs if m == "hf_prompt_lookup"]
     best_lookup = max(lookups, key=speed.get) if lookups else None
     summary = {}
-    for n in names:
+    for n, _, lab in runs:
         mine = [r for r in rows if r["method"] == n]
+        vs_plain = None
+        if plain_of(lab) in names:
+            ref = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == plain_of(lab)}
+            vs_plain = statistics.median(r["tok_per_s"] / ref[r["prompt"]] for r in mine)
+        drafted = [r["drafted"] for r in mine if r["drafted"] is not None]
         ratios = None
         if best_base is not None:
             base = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == best_base}
@@ -117,13 +132,17 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
             vs_lookup = statistics.median(r["tok_per_s"] / look[r["prompt"]] for r in mine)
         taus = [r["tau"] for r in mine if r["tau"] is not None]
         splits = [r["time_split"] for r in mine if r["time_split"]]
+        greedy = settings.temperature == 0
         summary[n] = dict(
-            tok_per_s=speed[n], ratio_vs_hf_generate=ratios, ratio_vs_hf_prompt_lookup=vs_lookup,
-            tau=statistics.mean(taus) if taus else None,
+            tok_per_s=speed[n], ratio_vs_plain=vs_plain, ratio_vs_hf_generate=ratios,
+            ratio_vs_hf_prompt_lookup=vs_lookup, tau=statistics.mean(taus) if taus else None,
+            drafted=statistics.mean(drafted) if drafted else None,
             time_split={k: statistics.mean(s[k] for s in splits) for k in splits[0]} if splits else None,
             tokens=sum(r["tokens"] for r in mine), seconds=sum(r["seconds"] for r in mine),
             same_as_hf_generate=(sum(bool(r["same_as_baseline"]) for r in mine)
-                                 if best_base is not None and settings.temperature == 0 else None),
+                                 if best_base is not None and greedy else None),
+            same_as_plain=(sum(bool(r["same_as_plain"]) for r in mine)
+                           if plain_of(lab) in names and greedy else None),
             n_prompts=len(mine))
     info = machine_info(first)
     info["paths"] = {lab or str(t.dtype).replace("torch.", ""): {"path_choice": t.paths.choice,
@@ -136,7 +155,26 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
         info["baseline"] = best_base
     return BenchReport(summary, info, asdict(settings),
                        [{k: p[k] for k in ("file", "index", "domain")} for p in prompts], per_prompt=rows,
-                       peak_rss_mb=peak_rss_mb())
+                       peak_rss_mb=peak_rss_mb(), memory_floor=memory_floor(targets, rows, names, bandwidth))
+
+
+def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: float | None) -> dict:
+    """The read bandwidth (GB/s) and, per dtype where plain decoding ran: the bytes of the weights one forward
+    reads, the floor (those bytes ÷ bandwidth) and plain decoding's median ms per decoded token (prefill left out)."""
+    if not bandwidth:
+        return {}
+    out = {"read_GBps": bandwidth / 1e9, "by_dtype": {}}
+    for lab, t in targets.items():
+        n = f"{PLAIN}@{lab}" if lab else PLAIN
+        per_tok = [r["decode_s"] / (r["tokens"] - 1) for r in rows
+                   if r["method"] == n and r["decode_s"] is not None and r["tokens"] > 1]
+        wb = weight_bytes(t)
+        floor_ms = 1e3 * wb / bandwidth
+        plain_ms = 1e3 * statistics.median(per_tok) if per_tok else None
+        out["by_dtype"][lab or str(t.dtype).replace("torch.", "")] = dict(
+            weight_MB=wb / 1e6, floor_ms_per_token=floor_ms, plain_ms_per_token=plain_ms,
+            plain_over_floor=plain_ms / floor_ms if plain_ms is not None else None)
+    return out
 
 
 def best_per_method(rep: BenchReport) -> dict[str, str]:
@@ -161,7 +199,7 @@ def load_reports(path) -> list[BenchReport]:
         try:
             out.append(BenchReport(**{k: r[k] for k in ("methods", "machine", "settings", "prompts")},
                                    command=r.get("command", ""), per_prompt=r.get("per_prompt", []),
-                                   peak_rss_mb=r.get("peak_rss_mb")))
+                                   peak_rss_mb=r.get("peak_rss_mb"), memory_floor=r.get("memory_floor") or {}))
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path} is not a dspark-viz bench JSON: missing {e}") from e
     return out

@@ -5,8 +5,11 @@ Legend: R concurrent requests (engine load), γ block size, ℓ verification len
 τ committed tokens per round, T temperature, N max new tokens.
 
 Decoding is ``decode.generate_rounds`` / ``plain_generate``; the policy is ``background.live_policy``
-(Algorithm 1 on this request plus R − 1 recorded background requests). This module checks the settings, spends a
-bounded share of the time on drawing, and writes the status, the token strip, the round chart and the stats.
+(Algorithm 1 on this request plus R − 1 recorded background requests), optionally behind the speculation gate
+(``gate.SpeculationGate``: plain steps while drafting does not pay; on by default on a CPU). The default profile is
+the measured CPU curve on a CPU target (``AppResources.live_profile``). The speed-up is against plain decoding of the
+same prompt on the same target, engine and dtype. This module checks the settings, spends a bounded share of the
+time on drawing, and writes the status, the token strip, the round chart and the stats.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from typing import Iterator
 from ... import metrics
 from ...background import live_policy
 from ...decode import generate_rounds, plain_generate
+from ...gate import SpeculationGate
 from ...trace import Trace
 from ...viz import round_view, token_strip_html
 from ..inputs import check_choice, clamp, prepare_prompt
@@ -47,12 +51,13 @@ def model_seconds(trace: Trace) -> float:
 
 def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, max_new_tokens=96, load=1,
                 profile: str | None = None, compare: bool = True, seed=0,
-                show_pruned: bool = True) -> Iterator[LiveUpdate]:
-    """Decode one request round by round (a generator of LiveUpdate), then plain decoding for comparison."""
+                show_pruned: bool = True, fallback: bool | None = None) -> Iterator[LiveUpdate]:
+    """Decode one request round by round (a generator of LiveUpdate), then plain decoding for comparison.
+    ``fallback``: the speculation gate on / off (None: ``res.fallback_default``, on for a CPU target)."""
     lim, notes = res.limits, []
     try:
         drafter = check_choice(drafter, res.drafters, "drafter")
-        profile = check_choice(profile or next(iter(res.profiles)), res.profiles, "profile")
+        profile = check_choice(profile or res.live_profile, res.profiles, "profile")
         T = clamp(temperature, 0.0, lim.max_temperature, "temperature", notes)
         N = clamp(max_new_tokens, 1, min(lim.max_new_tokens, res.context_limit - 8), "max new tokens", notes,
                   integer=True)
@@ -72,8 +77,10 @@ def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, m
         head += (f"\n\n**Note:** {md_escape(res.label(drafter))} has no confidence head: it verifies all "
                  f"γ = {d.gamma} drafts (fixed length), so the engine load R = {R} does not change its ℓ.")
     try:
+        gate_on = res.fallback_default if fallback is None else bool(fallback)
+        gate = SpeculationGate(res.profiles[profile]) if gate_on else False
         rounds = generate_rounds(res.target, d, text, prompt_ids=ids, policy=policy, temperature=T,
-                                 max_new_tokens=N, seed=seed, sps=res.profiles[profile],
+                                 max_new_tokens=N, seed=seed, sps=res.profiles[profile], fallback=gate,
                                  meta={"load_R": R, "profile": profile, "app": "live"})
     except ValueError as e:
         yield LiveUpdate(status=f"⚠️ **{md_escape(e)}**", warning=str(e), phase="error")
@@ -93,7 +100,7 @@ def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, m
                 chart = latest = chart_json(round_view(tr, -1))
                 t_chart += time.perf_counter() - t0
                 latest_i = r.index
-            yield LiveUpdate(status=_live_status(res, tr, r, policy, profile, drafter) + head,
+            yield LiveUpdate(status=_live_status(res, tr, r, policy, profile, drafter, gate_on) + head,
                              strip=token_strip_html(tr, show_pruned=bool(show_pruned), legend=False,
                                                     max_rounds=lim.stream_rounds),
                              chart=chart, round_index=r.index)
@@ -109,8 +116,8 @@ def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, m
         latest = chart_json(round_view(tr, -1))         # the last round is always drawn
     strip = token_strip_html(tr, show_pruned=bool(show_pruned), legend=False)
     done = (f"✓ **Finished**: {tr.n_generated} tokens in {len(tr.rounds)} rounds · "
-            f"τ = {fmt_num(metrics.tau(tr))} · {md_escape(res.label(drafter))}, "
-            f"policy `{getattr(policy, 'name', '?')}`, profile `{profile}`")
+            f"τ = {fmt_num(metrics.tau(tr))} · {_drafted_md(tr)} · {md_escape(res.label(drafter))}, "
+            f"policy `{getattr(policy, 'name', '?')}`{' + fallback' if gate_on else ''}, profile `{profile}`")
     # every closing update carries the whole result, so an API client's final value is complete
     final = dict(strip=strip, chart=latest, trace=tr, file=str(path))
     yield LiveUpdate(status=done + (" · running plain decoding for comparison…" if compare else "") + head,
@@ -138,12 +145,21 @@ def _prune(folder: Path, keep: int) -> None:
         Path(p).unlink(missing_ok=True)
 
 
-def _live_status(res: AppResources, tr: Trace, r, policy, profile: str, drafter: str) -> str:
+def _drafted_md(tr: Trace) -> str:
+    """"drafted in k/n rounds" (the other rounds were plain steps)."""
+    return f"drafted in {sum(bool(r.drafts) for r in tr.rounds)}/{len(tr.rounds)} rounds"
+
+
+def _live_status(res: AppResources, tr: Trace, r, policy, profile: str, drafter: str, gate_on: bool = False) -> str:
+    if r.skipped:
+        this = f"this round: a plain step (fallback: {md_escape((r.gate or {}).get('reason', 'skip'))})"
+    else:
+        this = (f"this round: drafted {len(r.drafts)}, verified ℓ = {r.ell}, accepted m = {r.accepted}"
+                f"{' + bonus' if r.bonus is not None else ''}")
     return (f"**Round {r.index + 1}** · {tr.n_generated} tokens · "
-            f"running τ = {fmt_num(metrics.tau(tr))} tokens/round · "
-            f"this round: drafted {len(r.drafts)}, verified ℓ = {r.ell}, accepted m = {r.accepted}"
-            f"{' + bonus' if r.bonus is not None else ''} · {md_escape(res.label(drafter))}, policy "
-            f"`{getattr(policy, 'name', '?')}`, profile `{profile}`")
+            f"running τ = {fmt_num(metrics.tau(tr))} tokens/round · {_drafted_md(tr)} · {this} · "
+            f"{md_escape(res.label(drafter))}, policy `{getattr(policy, 'name', '?')}`"
+            f"{' + fallback' if gate_on else ''}, profile `{profile}`")
 
 
 def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, T: float, drafter: str, policy,
@@ -158,7 +174,11 @@ def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, 
         p_tps = plain.n_generated / ps if ps > 0 else float("nan")
         rows.append(f"| **plain** | {plain.n_generated} | {len(plain.rounds) + 1} | {ps:.2f} | "
                     f"**{fmt_num(p_tps, 1)}** |")
-        lines.append(f"Speed-up: **×{fmt_num(spec_tps / p_tps)}** tokens/s over plain decoding.")
+        gain = spec_tps / p_tps
+        dtype = str(getattr(res.target, "dtype", "")).replace("torch.", "")
+        lines.append(f"Speed-up: **×{fmt_num(gain)}** tokens/s over plain decoding on the same engine "
+                     f"({md_escape(str(res.target.name))}, {res.target.device}, {dtype}): the speculation gain."
+                     + ("" if gain >= 1 else " Below 1: on this machine these drafts cost more time than they save."))
         if T == 0:
             same = plain.output_ids == tr.output_ids
             lines.append("Same text as plain decoding: " + ("✓ yes — greedy speculative decoding is lossless."
@@ -167,8 +187,12 @@ def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, 
             lines.append("At temperature > 0 both texts are samples from the same distribution; they need not match.")
     elif compare:
         lines.append("Plain decoding of the same prompt follows…")
+    skipped = sum(r.skipped for r in tr.rounds)
+    lines.append(f"Rounds that drafted: {_drafted_md(tr).removeprefix('drafted in ')}"
+                 + (f" ({skipped} plain steps chosen by the fallback)." if tr.meta.get("fallback") else
+                    " (fallback off)."))
     lines.append(f"<small>Speculative: {md_escape(res.label(drafter))} drafts, policy "
-                 f"`{getattr(policy, 'name', '?')}`. "
+                 f"`{getattr(policy, 'name', '?')}`{' + fallback' if tr.meta.get('fallback') else ''}. "
                  "Plain: the target alone, one token per forward, same prompt and settings. Forwards = target passes "
                  "incl. the prefill. Seconds = decode time measured inside the library (drawing the page excluded); "
                  "both runs share the CPU with every other user of this app.</small>")

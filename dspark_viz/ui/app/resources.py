@@ -25,6 +25,7 @@ from ...datasets.traces import bundle_name, load_traces
 from ...drafters import load_drafter
 from ...evaluation.dtype_choice import dtype_for
 from ...model import target as model_target
+from ...model.profile import profile_for
 from ...settings import assets
 from ...trace import Trace
 from ...viz import reliability_frame
@@ -35,7 +36,7 @@ DRAFTER_LABELS = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash
                   "dspark+lookup": "DSpark + lookup"}
 DRAFTER_ORDER = ("dspark", "dspark-rnn", "dflash", "eagle", "lookup", "dspark+lookup")
 PROFILE_LABELS = {"gpu-like": "gpu-like (smooth, synthetic)", "jagged": "jagged (CUDA-graph buckets, synthetic)",
-                  "cpu": "cpu (measured by dspark-viz profile)"}
+                  "cpu": "cpu (measured by dspark-viz profile for this target's dtype and kernel)"}
 DEFAULT_EXAMPLES = (                                   # from assets/prompts/eval.jsonl, two per domain
     ("math", "Chloe puts $25 in a jar each week. How much will she have after 26 weeks?"),
     ("math", "Explain step by step how to find the median of a list of numbers."),
@@ -115,6 +116,18 @@ class AppResources:
         return [(PROFILE_LABELS.get(n, n), n) for n in self.profiles]
 
     @property
+    def live_profile(self) -> str:
+        """The profile Live decode plans with by default: the measured CPU curve when the target runs on a CPU
+        (the speed it reports is this CPU's), else the first profile."""
+        on_cpu = str(getattr(self.target, "device", "cpu")).startswith("cpu")
+        return "cpu" if on_cpu and "cpu" in self.profiles else next(iter(self.profiles))
+
+    @property
+    def fallback_default(self) -> bool:
+        """The speculation gate is on by default where drafting costs a large share of a step: on a CPU."""
+        return str(getattr(self.target, "device", "cpu")).startswith("cpu")
+
+    @property
     def calibration(self) -> CalibrationData:
         if self._calibration is None:
             with self._calib_lock:                      # fitted once, on first use
@@ -149,8 +162,15 @@ def available_drafters(target, names: Sequence[str] = DRAFTER_ORDER) -> tuple[di
     return ok, missing
 
 
-def available_profiles() -> dict[str, SPSProfile]:
+def available_profiles(target=None) -> dict[str, SPSProfile]:
+    """The synthetic curves and, as "cpu", the measured one: for a CPU target the curve of its dtype and kernel
+    (model.profile.profile_for), else assets/profiles/cpu.json when it exists."""
     out = {"gpu-like": gpu_like(), "jagged": jagged()}
+    if target is not None and str(getattr(target, "device", "cpu")).startswith("cpu"):
+        prof = profile_for(target)
+        if prof.device != "synthetic":                  # a measured file was found
+            out["cpu"] = prof
+            return out
     try:
         out["cpu"] = named_profile("cpu")
     except (FileNotFoundError, ValueError):
@@ -239,7 +259,7 @@ def load_resources(target=None, drafters: Mapping[str, Any] | None = None, *, pr
     order = [n for n in DRAFTER_ORDER if n in drafters] + [n for n in drafters if n not in DRAFTER_ORDER]
     if isinstance(profiles, SPSProfile):
         profiles = {profiles.name: profiles}
-    profs = dict(profiles) if profiles is not None else available_profiles()
+    profs = dict(profiles) if profiles is not None else available_profiles(target)
     if not profs:
         raise ValueError("give at least one SPS profile")
     return AppResources(target=target, drafters={n: drafters[n] for n in order}, missing=missing,

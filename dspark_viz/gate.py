@@ -1,0 +1,153 @@
+"""The speculation gate: decode plainly while drafting does not pay (beyond the paper).
+
+Legend: ℓ verified length, n committed tokens of a round, t a round's wall time (draft + schedule + verify +
+commit), SPS(B) the profile's engine steps/s at B tokens per forward.
+
+Algorithm 1 chooses ℓ for a block that is already drafted; it cannot see that the draft itself cost time. On a
+machine where a draft costs a large share of a target step (a CPU), a round that drafts can commit fewer tokens per
+second than a plain one-token step. Before each round the gate compares, from earlier rounds only,
+
+    rate_draft = Σ n / Σ t          over the last ``window`` rounds that drafted (their measured times)
+    rate_plain = 1 / t_plain        t_plain: the median time of the last plain rounds it ran, or, before it has
+                                    run any, the prior SPS(1)⁻¹ scaled by (measured verify ÷ profile verify)
+
+and, when rate_draft < rate_plain, skips drafting for ``probe_after`` rounds (a round with ℓ = 0: one target step),
+then drafts once more to probe; every losing probe doubles the skip (at most ``max_skip``), a winning one resets it.
+Once ``warmup`` rounds have drafted it runs one plain round to time a plain step, and another every ``refresh``
+rounds while it keeps drafting, so the comparison always has a measured plain step.
+
+Lossless: whether round i drafts is a function of rounds < i (their tokens and timings) only, never of a token
+drawn in round i or later; given the decision, the round is the ordinary lossless round (with ℓ = 0 it is a plain
+target sample). The output law is therefore the target's for every pattern of decisions (tests/test_gate.py
+enumerates it exactly). Algorithm 1 itself (scheduler.HardwareAware) is unchanged; the gate sits in front of it.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass
+
+from .cost import SPSProfile
+
+
+@dataclass
+class GateDecision:
+    """What the gate decided before a round, and the estimates it decided from (tokens per second)."""
+    draft: bool
+    reason: str                         # warmup | drafting pays | drafting loses | probe | time a plain step
+    rate_draft: float | None            # committed tokens/s of the recent drafted rounds (None: none yet)
+    rate_plain: float | None            # tokens/s of a plain step (None: nothing to estimate it from yet)
+    plain_source: str                   # measured | prior | none
+
+    def to_dict(self) -> dict:
+        return dict(draft=self.draft, reason=self.reason, rate_draft=self.rate_draft, rate_plain=self.rate_plain,
+                    plain_source=self.plain_source)
+
+
+class SpeculationGate:
+    """Skip drafting while a drafted round's expected committed tokens/s fall below a plain step's.
+
+    ``decide()`` before each round, ``observe(...)`` after it (the decode loop does both). Stateful: one gate per
+    request (``reset()`` starts over). See the module docstring for the rule and why it stays lossless.
+    """
+    name = "fallback"
+
+    def __init__(self, sps: SPSProfile | None = None, *, window: int = 8, warmup: int = 2, probe_after: int = 4,
+                 max_skip: int = 64, refresh: int = 64):
+        for k, v in dict(window=window, warmup=warmup, probe_after=probe_after, max_skip=max_skip,
+                         refresh=refresh).items():
+            if int(v) != v or v < 1:
+                raise ValueError(f"SpeculationGate: {k} must be an integer ≥ 1, got {v!r}")
+        if max_skip < probe_after:
+            raise ValueError(f"SpeculationGate: max_skip ({max_skip}) must be ≥ probe_after ({probe_after})")
+        self.sps, self.window, self.warmup = sps, int(window), int(warmup)
+        self.probe_after, self.max_skip, self.refresh = int(probe_after), int(max_skip), int(refresh)
+        self.reset()
+
+    def reset(self) -> None:
+        self._drafted: deque[tuple[int, float, float, int]] = deque(maxlen=self.window)   # (n, t, t_verify, ℓ)
+        self._plain: deque[float] = deque(maxlen=4)         # seconds per committed token of plain rounds
+        self._skip_left = 0                                 # plain rounds still to run before the next probe
+        self._backoff = self.probe_after
+        self._since_plain = 0                               # drafted rounds since the last plain one
+        self._want_plain = False                            # time a plain step at the next round
+        self._probe = False                                 # the next drafted round probes after a skip
+
+    # -- estimates (from the past only) ------------------------------------------------------------
+    def rate_draft(self) -> float | None:
+        t = sum(r[1] for r in self._drafted)
+        return sum(r[0] for r in self._drafted) / t if self._drafted and t > 0 else None
+
+    def plain_step(self) -> tuple[float | None, str]:
+        """(seconds per plain step, "measured" | "prior" | "none")."""
+        if self._plain:
+            return statistics.median(self._plain), "measured"
+        if self.sps is not None and self._drafted:
+            measured = sum(r[2] for r in self._drafted)
+            profiled = sum(float(self.sps.step_time(1 + r[3])) for r in self._drafted)
+            if measured > 0 and profiled > 0:
+                return float(self.sps.step_time(1)) * measured / profiled, "prior"
+        return None, "none"
+
+    def decide(self) -> GateDecision:
+        """Draft this round or not, from the rounds observed so far."""
+        rd = self.rate_draft()
+        tp, src = self.plain_step()
+        rp = 1.0 / tp if tp else None
+        if self._skip_left > 0:
+            return GateDecision(False, "drafting loses", rd, rp, src)
+        if self._want_plain:
+            return GateDecision(False, "time a plain step", rd, rp, src)
+        if len(self._drafted) < self.warmup or rd is None or rp is None:
+            return GateDecision(True, "warmup", rd, rp, src)
+        if self._probe:
+            return GateDecision(True, "probe", rd, rp, src)     # after a skip: draft once to re-measure
+        return GateDecision(True, "drafting pays", rd, rp, src)
+
+    # -- after the round ---------------------------------------------------------------------------
+    def observe(self, drafted: bool, seconds: float, committed: int, verify_seconds: float = 0.0,
+                ell: int = 0) -> None:
+        """Record a finished round: whether it drafted, its wall time, the tokens it committed, and (drafted
+        rounds) its verify time and ℓ. Decides the plain rounds that follow."""
+        if seconds < 0 or committed < 0:
+            raise ValueError("a round's seconds and committed tokens must be ≥ 0")
+        if not drafted:
+            if committed > 0:
+                self._plain.append(seconds / committed)
+            timing, self._want_plain, self._since_plain = self._want_plain, False, 0
+            if self._skip_left > 0:
+                self._skip_left -= 1
+                self._probe = self._skip_left == 0
+            elif timing:
+                self._judge()
+            return
+        self._probe = False
+        self._drafted.append((int(committed), float(seconds), float(verify_seconds), int(ell)))
+        self._since_plain += 1
+        if len(self._drafted) < self.warmup:
+            return
+        if not self._plain or self._since_plain >= self.refresh:
+            self._want_plain = True                         # compare with a measured plain step, not the prior
+            return
+        self._judge()
+
+    def _judge(self) -> None:
+        """Skip the next rounds when the recent drafted rounds commit fewer tokens/s than a plain step."""
+        rd, (tp, _) = self.rate_draft(), self.plain_step()
+        if rd is not None and tp and rd < 1.0 / tp:
+            self._skip_left = self._backoff
+            self._backoff = min(2 * self._backoff, self.max_skip)
+        else:
+            self._backoff = self.probe_after
+
+    def observe_round(self, r) -> None:
+        """``observe`` from a trace.Round (a skipped round is one whose ``skipped`` is set)."""
+        seconds = r.t_draft + r.t_schedule + r.t_verify + r.t_other
+        self.observe(not r.skipped, seconds, r.n_committed, r.t_verify, r.ell)
+
+    def __repr__(self) -> str:
+        return (f"SpeculationGate(window={self.window}, warmup={self.warmup}, probe_after={self.probe_after}, "
+                f"max_skip={self.max_skip}, refresh={self.refresh})")
+
+
+__all__ = ["GateDecision", "SpeculationGate"]

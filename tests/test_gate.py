@@ -1,0 +1,260 @@
+"""The speculation gate (gate.py): its decisions under a made-up clock, its place in the decode loop, and the
+exact output law for every fixed pattern of draft / skip decisions."""
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction as F
+
+import pytest
+import torch
+
+from dspark_viz.cost import SPSProfile
+from dspark_viz.decode import generate_rounds, make_gate, plain_generate, speculative_generate
+from dspark_viz.drafters import HybridDrafter, LookupDrafter, RandomDrafter
+from dspark_viz.exact import exact_output_distribution, target_output_distribution
+from dspark_viz.gate import SpeculationGate
+from dspark_viz.metrics import drafted_share, tau
+from dspark_viz.model.toy import TableTarget
+from dspark_viz.scheduler import FixedLength, HardwareAware
+from dspark_viz.trace import Trace
+
+FLAT = SPSProfile("flat", [1, 8], [50.0, 50.0])          # 20 ms a step at any width
+
+
+def _drafted(gate, n=3, seconds=0.030, verify=0.020, ell=3):
+    gate.observe(True, seconds, n, verify, ell)
+
+
+def _plain(gate, seconds=0.020):
+    gate.observe(False, seconds, 1)
+
+
+# -- decisions, with the round times given by hand ------------------------------------------------------
+def test_warmup_then_one_plain_step_to_time():
+    g = SpeculationGate(FLAT, warmup=2)
+    assert g.decide().draft and g.decide().reason == "warmup"
+    _drafted(g)
+    assert g.decide().reason == "warmup"
+    _drafted(g)
+    d = g.decide()
+    assert not d.draft and d.reason == "time a plain step" and d.plain_source == "prior"
+    assert d.rate_draft == pytest.approx(3 / 0.030) and d.rate_plain == pytest.approx(1 / 0.020)
+    _plain(g, 0.025)
+    d = g.decide()
+    assert d.draft and d.reason == "drafting pays" and d.plain_source == "measured"
+    assert d.rate_plain == pytest.approx(1 / 0.025)
+
+
+def test_prior_is_the_profile_scaled_by_the_measured_verify():
+    prof = SPSProfile("p", [1, 4], [25.0, 20.0])         # one token 40 ms, four 50 ms
+    g = SpeculationGate(prof)
+    _drafted(g, verify=0.100, ell=3)                     # measured twice the profile's 50 ms
+    t, src = g.plain_step()
+    assert src == "prior" and t == pytest.approx(0.080)
+    assert SpeculationGate(None).plain_step() == (None, "none")
+
+
+def test_drafting_that_pays_never_skips_but_to_time_plain_steps():
+    g = SpeculationGate(FLAT, warmup=2, refresh=16)
+    decisions = []
+    for _ in range(60):
+        d = g.decide()
+        decisions.append(d.reason)
+        _drafted(g) if d.draft else _plain(g)          # 100 tokens/s drafting vs 50 plain
+    skips = [i for i, r in enumerate(decisions) if r != "drafting pays" and r != "warmup"]
+    assert all(decisions[i] == "time a plain step" for i in skips)
+    assert skips[0] == 2 and all(b - a == 17 for a, b in zip(skips, skips[1:]))   # one plain step per refresh
+
+
+def test_drafting_that_loses_backs_off_and_probes():
+    g = SpeculationGate(FLAT, warmup=2, probe_after=2, max_skip=8)
+    drafts = []
+    for _ in range(40):
+        d = g.decide()
+        drafts.append(d.draft)
+        if d.draft:
+            _drafted(g, n=1, seconds=0.030)              # 33 tokens/s drafting vs 50 plain: it loses
+        else:
+            _plain(g)
+    pattern = "".join("D" if x else "." for x in drafts)
+    # warm-up, one timed plain step, then skips of 2, 4, 8, 8, … between single probes
+    assert pattern.startswith("DD." + ".." + "D" + "...." + "D" + "........" + "D" + "........" + "D")
+    probes = [i for i, x in enumerate(drafts) if x][2:]
+    assert all(b - a == 9 for a, b in zip(probes[2:], probes[3:]))
+
+
+def test_a_winning_probe_resets_the_backoff():
+    g = SpeculationGate(FLAT, window=2, warmup=2, probe_after=2, max_skip=16)
+    for _ in range(2):
+        _drafted(g, n=1, seconds=0.030)
+    _plain(g)                                            # timed: drafting loses → skip 2
+    assert [g.decide().draft for _ in range(1)] == [False]
+    _plain(g)
+    _plain(g)
+    d = g.decide()
+    assert d.draft and d.reason == "probe"
+    _drafted(g, n=4, seconds=0.030)                      # the text got easy: 2 rounds' window now pays
+    _drafted(g, n=4, seconds=0.030)
+    assert g.decide().reason == "drafting pays" and g._backoff == 2
+
+
+def test_bad_gate_settings_are_refused():
+    with pytest.raises(ValueError, match="window"):
+        SpeculationGate(window=0)
+    with pytest.raises(ValueError, match="max_skip"):
+        SpeculationGate(probe_after=8, max_skip=4)
+    with pytest.raises(ValueError, match="≥ 0"):
+        SpeculationGate().observe(True, -1.0, 1)
+    with pytest.raises(ValueError, match="fallback"):
+        make_gate("yes", LookupDrafter(), None, FLAT, True)
+
+
+# -- in the decode loop, with an injected clock --------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TimedTarget(TableTarget):
+    """A table target whose forward costs ``step`` seconds of the fake clock at any width."""
+
+    def __init__(self, table, clock, step=0.020, **kw):
+        super().__init__(table, **kw)
+        self.clock, self.step = clock, step
+
+    def forward(self, ids, cache, **kw):
+        self.clock.now += self.step
+        return super().forward(ids, cache, **kw)
+
+
+class TimedDrafter(RandomDrafter):
+    def __init__(self, clock, cost, **kw):
+        super().__init__(**kw)
+        self.clock, self.cost = clock, cost
+
+    def propose(self, *a):
+        self.clock.now += self.cost
+        return super().propose(*a)
+
+
+@pytest.fixture
+def uniform4():
+    return [[F(1, 4)] * 4 for _ in range(4)]
+
+
+def _run(table, draft, draft_cost, T=0.0, seed=0, n=60, fallback=None):
+    clock = Clock()
+    tgt = TimedTarget(table, clock)
+    dr = TimedDrafter(clock, draft_cost, vocab_size=4, gamma=3, table=torch.tensor([[float(p) for p in r] for r in draft]))
+    gate = fallback if fallback is not None else SpeculationGate(FLAT)
+    return speculative_generate(tgt, dr, prompt_ids=[0, 1], temperature=T, max_new_tokens=n, seed=seed,
+                                policy=FixedLength(3), fallback=gate, clock=clock), tgt
+
+
+def test_a_dear_draft_is_skipped_and_the_rounds_say_so(table4, uniform4):
+    tr, tgt = _run(table4, uniform4, draft_cost=0.200)   # a draft costs ten target steps
+    skipped = [r for r in tr.rounds if r.skipped]
+    assert len(skipped) > 0.7 * len(tr.rounds)
+    for r in skipped:
+        assert r.drafts == [] and r.ell == 0 and r.source == "none" and r.n_committed == 1 and not r.gate["draft"]
+        assert r.t_draft == 0.0 and r.t_verify == pytest.approx(0.020)
+    assert tr.meta["fallback"] is True and all(r.gate is not None for r in tr.rounds)
+    assert drafted_share(tr) == pytest.approx(sum(bool(r.drafts) for r in tr.rounds) / len(tr.rounds))
+    plain = plain_generate(tgt, prompt_ids=[0, 1], temperature=0.0, max_new_tokens=60)
+    assert tr.output_ids == plain.output_ids                              # greedy: the same text
+    back = Trace.from_json(tr.to_json())
+    assert [r.skipped for r in back.rounds] == [r.skipped for r in tr.rounds]
+
+
+def test_a_cheap_draft_keeps_drafting(table4):
+    tr, _ = _run(table4, table4, draft_cost=0.001)       # drafts what the target would say: all accepted
+    assert drafted_share(tr) > 0.9 and tau(tr) > 1
+
+
+def test_skipping_every_round_is_plain_decoding_at_any_temperature(table4, uniform4):
+    class Never(SpeculationGate):
+        def decide(self):
+            d = super().decide()
+            d.draft = False
+            return d
+
+    for seed in range(5):
+        tr, tgt = _run(table4, uniform4, 0.0, T=1.0, seed=seed, n=30, fallback=Never(FLAT))
+        plain = plain_generate(tgt, prompt_ids=[0, 1], temperature=1.0, max_new_tokens=30, seed=seed)
+        assert tr.output_ids == plain.output_ids and drafted_share(tr) == 0.0
+
+
+@pytest.mark.parametrize("kind", ["lookup", "hybrid"])
+def test_lookup_state_follows_skipped_rounds(table4, kind):
+    """A skipped round hands the anchor to the lookup index (alone or in the hybrid), so later proposals see the
+    whole context and greedy decoding stays plain decoding."""
+    tgt = TableTarget(table4)
+    dr = LookupDrafter(gamma=4, vocab_size=4)
+    if kind == "hybrid":
+        dr = HybridDrafter(RandomDrafter(4, gamma=3, seed=0), FLAT, neural_tau=1.5, neural_draft_s=0.0)
+    rounds = generate_rounds(tgt, dr, prompt_ids=[0, 1, 2, 0, 1], temperature=0, max_new_tokens=40,
+                             fallback=SpeculationGate(FLAT, warmup=1, refresh=2))
+    for _ in rounds:
+        pass
+    tr = rounds.trace
+    assert any(r.skipped for r in tr.rounds) and any(r.drafts for r in tr.rounds)
+    assert tr.output_ids == plain_generate(tgt, prompt_ids=[0, 1, 2, 0, 1], temperature=0,
+                                           max_new_tokens=40).output_ids
+
+
+def test_the_default_is_on_for_the_default_policy_on_cpu(table4):
+    tgt = TableTarget(table4)
+    dr = RandomDrafter(4, gamma=3, seed=0)
+    assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8).gate is not None
+    assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8, policy=HardwareAware()).gate is None
+    assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8, fallback=False).gate is None
+    assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8, policy=FixedLength(2),
+                           fallback=True).gate is not None
+    assert generate_rounds(tgt, None, prompt_ids=[0], max_new_tokens=8, fallback=True).gate is None
+    tgt.device = torch.device("meta")                      # not a CPU: off by default
+    assert make_gate(None, dr, tgt, FLAT, True) is None
+
+
+# -- the exact law, for every fixed pattern of draft / skip decisions ----------------------------------
+def _law(table, draft, policy, skip, gamma=2, n_tokens=4, stop_ids=()):
+    """Round after committed output ``seq`` drafts iff not skip(seq); a skipped round drafts nothing (γ = 0)."""
+    dr = RandomDrafter(4, gamma=gamma, seed=3)
+    conf = lambda s: dr.confidence_after(s[-1])                                     # noqa: E731
+    dist = lambda s: draft[s[-1]]                                                  # noqa: E731
+    round_fn = lambda seq: (dist, conf, 0 if skip(seq) else gamma)                 # noqa: E731
+    return exact_output_distribution(table, dist, conf, policy, gamma, n_tokens, table[2], stop_ids=stop_ids,
+                                     round_fn=round_fn)
+
+
+@pytest.mark.parametrize("stop_ids", [(), (3,)], ids=["no-stop", "stop-d"])
+@pytest.mark.parametrize("policy", [FixedLength(2), HardwareAware()], ids=lambda p: p.name)
+def test_every_pattern_by_position_is_lossless(table4, draft4, policy, stop_ids):
+    want = target_output_distribution(table4, table4[2], n_tokens=4, stop_ids=stop_ids)
+    for bits in itertools.product((False, True), repeat=3):                       # skip at output length 1, 2, 3?
+        got = _law(table4, draft4, policy, lambda seq: bits[len(seq) - 1], stop_ids=stop_ids)
+        assert sum(got.values()) == 1 and got == want, bits
+
+
+def test_every_pattern_by_past_tokens_is_lossless(table4, draft4):
+    want = target_output_distribution(table4, table4[2], n_tokens=4)
+    for mask in range(16):                                                         # skip after these tokens
+        got = _law(table4, draft4, FixedLength(2), lambda seq: bool(mask >> seq[-1] & 1))
+        assert got == want, mask
+
+
+def test_skip_hands_the_anchor_to_the_lookup_index():
+    """skip + commit leave the index as propose + commit would: the committed context, in order."""
+    from dspark_viz.protocol import Context
+
+    for dr in (LookupDrafter(gamma=3, vocab_size=4),
+               HybridDrafter(RandomDrafter(4, gamma=3, seed=0), FLAT, neural_tau=1.5, neural_draft_s=0.0)):
+        a, b = dr.begin(Context([0, 1, 2], None)), dr.begin(Context([0, 1, 2], None))
+        dr.skip(a, 3, 3)
+        dr.commit(a, [3], None)
+        dr.propose(b, 3, 3, 0.0, torch.Generator().manual_seed(0))
+        dr.commit(b, [3], None)
+        ids = lambda st: (st["lookup"] if isinstance(st, dict) else st).ids          # noqa: E731
+        assert ids(a) == ids(b) == [0, 1, 2, 3]

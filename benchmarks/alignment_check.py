@@ -63,7 +63,7 @@ def main() -> None:
     pfile.write_text("".join(json.dumps(r) + "\n" for r in recs))
     t0 = time.perf_counter()
     feat = build_dataset(target, pfile, work / "data", temperature=0.0, max_new_tokens=a.max_new_tokens,
-                         batch_size=16)
+                         batch_size=16, finished_only=True)
     store = FeatureStore(feat)
     t_data = time.perf_counter() - t0
     tc = TrainConfig(steps=a.steps, lr=a.lr, warmup=20, seqs_per_step=4, blocks_per_seq=16,

@@ -4,6 +4,8 @@
 
 Positions = blocks × γ per step. Repeats alternate the precisions (interleaved), so a busy machine slows
 all of them alike; the median step time is reported. Run it on a quiet machine for figures to quote.
+The cache's shards are read here directly (tensors only), so the same command times an older checkout of
+the trainer on the same data: ``PYTHONPATH=OLD_CHECKOUT python benchmarks/bench_train.py …``.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import json
 import platform
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -19,8 +22,22 @@ from dspark_viz.drafters.config import DrafterConfig
 from dspark_viz.drafters.neural import build_model, init_from_target
 from dspark_viz.model.target import load_target
 from dspark_viz.train.config import TrainConfig
-from dspark_viz.train.data import FeatureStore
 from dspark_viz.train.trainer import batch_loss, build_draft_vocab
+
+
+def read_cache(folder: str, limit: int = 400) -> list[dict]:
+    """The first ``limit`` usable sequences of a feature cache (dspark_viz/train/data.py's shard layout)."""
+    index = json.loads((Path(folder) / "index.json").read_text())
+    seqs: list[dict] = []
+    for name in index["shards"]:
+        sh = torch.load(Path(folder) / name, weights_only=True, mmap=True)
+        off, pl = sh["offsets"].tolist(), sh["prompt_len"].tolist()
+        for i in range(len(pl)):
+            a, b = off[i], off[i + 1]
+            if b - a - pl[i] >= 3 and len(seqs) < limit:
+                seqs.append({"id": f"{len(seqs):06d}", "n": b - a, "prompt_len": pl[i], "ids": sh["ids"][a:b].long(),
+                             "feats": sh["feats"][a:b], "hidden": sh["hidden"][a:b], "lse": sh["lse"][a:b]})
+    return seqs
 
 
 def main() -> None:
@@ -37,7 +54,7 @@ def main() -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     target = load_target(dtype="fp32")
-    tr, _ = FeatureStore(a.data).split()
+    tr = read_cache(a.data)
     cfg = DrafterConfig.for_target(target, a.algo, n_layers=a.n_layers)
     model = build_model(cfg, target, build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids), target.vocab_size))
     init_from_target(model, target)

@@ -113,9 +113,10 @@ def write_index(target, out_dir: Path, corpus_dir, seconds: float) -> None:
 
 def build_dataset(target, prompts_path: str | Path, out_dir: str | Path, temperature: float = 0.7,
                   max_new_tokens: int = 160, batch_size: int = 32, seed: int = 0, limit: int | None = None,
-                  feat_batch: int = 8, token_budget: int | None = None) -> Path:
+                  feat_batch: int = 8, token_budget: int | None = None, finished_only: bool = False) -> Path:
     """Prompts → the target's answers (a corpus in ``out_dir/corpus``) → the feature cache in ``out_dir``.
-    ``limit`` takes the first prompts of the file; both steps are resumable."""
+    ``limit`` takes the first prompts of the file; both steps are resumable. Answers cut by ``max_new_tokens``
+    are kept unless ``finished_only``: every token of them is still the target's own continuation."""
     recs = load_prompts(prompts_path, limit=limit)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -125,7 +126,7 @@ def build_dataset(target, prompts_path: str | Path, out_dir: str | Path, tempera
         pfile.write_text(text, encoding="utf-8")
     corpus_mod.make_answers(target, [pfile], out / "corpus", token_budget, batch_size, temperature,
                             max_new_tokens, seed, shuffle=False)
-    return build_features(target, out / "corpus", out, feat_batch=feat_batch)
+    return build_features(target, out / "corpus", out, feat_batch=feat_batch, finished_only=finished_only)
 
 
 class FeatureStore:
@@ -166,8 +167,8 @@ class FeatureStore:
         return len(self.seqs) - before
 
     def split(self, val_frac: float = 0.03) -> tuple[list[dict], list[dict]]:
-        """Deterministic split: every ⌈1/val_frac⌉-th sequence is held out."""
-        every = max(2, round(1 / val_frac))
+        """Deterministic split: every ⌈1/val_frac⌉-th sequence is held out (at least one of two or more)."""
+        every = max(2, min(round(1 / val_frac), len(self.seqs)))
         return ([s for i, s in enumerate(self.seqs) if i % every != every - 1],
                 [s for i, s in enumerate(self.seqs) if i % every == every - 1])
 

@@ -404,3 +404,26 @@ def test_prompt_truncation_keeps_the_end(real_target):
     assert notice2 is None and used2 == "Hi there"
     with pytest.raises(ValueError, match="empty"):
         prepare_prompt(real_target, " \n ", 64, 1024)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_live_decode_is_plain_decoding_on_every_example_prompt(dtype):
+    """The Live decode tab at T = 0, with the app's default drafter, policy, profile and fallback, reports the text
+    of plain decoding on every example prompt, at fp32 and at bf16 (one arithmetic at every forward width)."""
+    from dspark_viz.fast import lean
+    from dspark_viz.model.target import find_embedded_gguf, load_target
+    from dspark_viz.ui.app.resources import load_resources
+
+    try:
+        find_embedded_gguf()
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    target = load_target(device="cpu", dtype=dtype)
+    if dtype == "bf16" and (target.paths.matmul != "skinny-kernel" or not lean.fused(target.model)):
+        pytest.skip("bf16 width invariance needs the fused few-token path (kernel or fused layers off here)")
+    res = load_resources(target, traces=[], trace_source=None)
+    drafter = next(iter(res.drafters))
+    for _, prompt in res.examples:
+        final = list(live_decode(res, prompt, drafter, temperature=0.0, max_new_tokens=48, compare=True))[-1]
+        assert "✓ yes" in final.stats, (drafter, prompt[:40], final.stats)

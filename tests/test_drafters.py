@@ -355,7 +355,16 @@ def test_precision_choice():
 
     cpu = torch.device("cpu")
     assert resolve_precision("fp32", cpu) == "fp32" and resolve_precision("bf16", cpu) == "bf16"
-    assert resolve_precision("auto", cpu) == ("bf16" if cpu_has_bf16() else "fp32")
+    assert resolve_precision("auto", cpu) == ("time" if cpu_has_bf16() else "fp32")
     assert resolve_precision("auto", torch.device("cuda")) == "bf16"
     with pytest.raises(ValueError):
         resolve_precision("fp16", cpu)
+
+
+def test_faster_precision_times_both(tiny):
+    from dspark_viz.train.trainer import faster_precision
+
+    t, seqs = tiny
+    m = make(t, seqs, "dspark")
+    assert faster_precision(m, seqs, TrainConfig(blocks_per_seq=4, seqs_per_step=2), "cpu", steps=1) in ("fp32", "bf16")
+    assert all(p.grad is None for p in m.parameters())

@@ -65,7 +65,8 @@ def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--target", default=None, help="a local HF causal-LM folder or .gguf (default: embedded SmolLM2)")
     ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"],
-                    help="bf16 autocast or fp32 (auto: bf16 on CUDA and on CPUs with AVX512-BF16 / AMX)")
+                    help="bf16 autocast or fp32 (auto: bf16 on CUDA; on a CPU with AVX512-BF16 / AMX the faster of the "
+                         "two, timed on the first steps; fp32 elsewhere)")
 
 
 def run_train(a: argparse.Namespace) -> None:

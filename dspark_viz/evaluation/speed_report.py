@@ -96,36 +96,46 @@ _HOW = ("Methods run interleaved in one process on the same prompts (order rotat
         "skip the per-slot top-k diagnostics only the charts read (`NeuralDrafter.diagnostics`); the JSON's "
         "machine.draft_diagnostics says so, and a run without that field drafted with them on.")
 
-_MATMULS = ("Matmuls: `skinny-kernel` = forwards of 2–8 tokens (fp32 or bf16, CPU) go through dspark_viz's compiled "
-            "few-row kernel (dspark_viz/fast/kernels.py), installed on the one target every method shares "
-            "(`kernel rows`: each weight row is read once and applied to every token; `kernel tiles`, bf16: "
-            "register tiles of 2–4 weight rows × up to 4 tokens with software prefetch; "
-            "`benchmarks/bench_matmul.py --what kernel --dtype bf16` compares the two) — HF prompt lookup's "
-            "verification forwards of 2–8 tokens take it too; one-token steps (HF `generate`, plain decoding) "
-            "keep torch's stock path, and so does fp32 prefill. In bf16 on a CPU without bf16 matrix instructions "
-            "(AVX512-BF16, AMX; machine.bf16_gemm = widened) torch's bf16 GEMM is several times slower than fp32, "
-            "so every product of more than 8 rows (prefill and HF prompt lookup's 11-token forwards, for every "
-            "method, `generate` included) runs through the kernel in blocks of ≤ 8 rows (up to 64 rows) or as an "
-            "fp32 product of the exactly widened bf16 operands (more rows), rounded back to bf16 "
-            "(kernels.wide_bf16). `lm-head-wxt` = only the LM head as W·xᵀ (the fallback); `stock` = torch as "
-            "shipped (`DSPARK_SKINNY=0`). The scheduler plans with the measured profile of the same setup "
-            "(assets/profiles/cpu.json, cpu-bf16.json, …; model.profile.profile_for). In bf16 a "
-            "multi-token forward rounds differently from a one-token one, so =hf counts fall there for every "
-            "multi-token method, HF prompt lookup included; each method is lossless with respect to the forward "
-            "that verifies it.")
+_MATMULS = ("Matmuls: `skinny-kernel` = forwards of 1–8 tokens (decode steps and verification blocks, fp32 or "
+            "bf16, CPU) go through dspark_viz's compiled few-row kernel (dspark_viz/fast/kernels.py), installed "
+            "on the one target every method shares (`kernel rows`: each weight row is read once and applied to "
+            "every token; `kernel tiles`, bf16: register tiles of 2–4 weight rows × up to 4 tokens with software "
+            "prefetch; `benchmarks/bench_matmul.py --what kernel --dtype bf16` compares the two) — HF "
+            "`generate`'s one-token steps and HF prompt lookup's verification forwards of up to 8 tokens take it "
+            "too; prefill keeps torch's stock path. One arithmetic for every width: within a kernel variant each "
+            "output is summed in an order fixed by the inner size alone (fp32: four partial accumulators; bf16 "
+            "with AVX512-BF16: two; bf16 AVX2 tiles: one), each output is one thread's whole sum, and the fused "
+            "layers' norms and attention run per row the same way, so a token's logits and layer outputs are "
+            "bit-identical whether it is decoded alone or verified in a block of up to 8, at any thread count "
+            "(tests/test_width_invariance.py); the machine's choice (fast/tune.py) is one variant per dtype for "
+            "every width. Greedy speculative decoding therefore commits exactly what greedy decoding commits, at "
+            "bf16 too. Torch's stock path (`DSPARK_SKINNY=0`, `DSPARK_FUSED_LAYERS=0`, or a target outside the "
+            "Llama family) makes no such promise: torch picks its kernel, and so its summation order, by the "
+            "number of rows, so there a token may round differently inside a block than alone and greedy equality "
+            "is likely, not guaranteed. In bf16 on a CPU without bf16 matrix instructions (AVX512-BF16, AMX; "
+            "machine.bf16_gemm = widened) torch's bf16 GEMM is several times slower than fp32, so every product "
+            "of more than 8 rows (prefill and HF prompt lookup's 11-token forwards, for every method, `generate` "
+            "included) runs through the kernel in blocks of ≤ 8 rows (up to 64 rows) or as an fp32 product of the "
+            "exactly widened bf16 operands (more rows), rounded back to bf16 (kernels.wide_bf16). `lm-head-wxt` = "
+            "only the LM head as W·xᵀ (the fallback); `stock` = torch as shipped (`DSPARK_SKINNY=0`). The "
+            "scheduler plans with the measured profile of the same setup (assets/profiles/cpu.json, "
+            "cpu-bf16.json, …; model.profile.profile_for). HF prompt lookup verifies 11-token blocks, past the "
+            "kernel's 8 rows, so in bf16 its =hf count can fall; each method is lossless with respect to the "
+            "forward that verifies it. Tables below record the paths of their own run (the `paths at` lines).")
 
-_ATTENTION = ("Attention: `packed-gqa` = forwards of 2–8 tokens on CPU attend with the query heads that share a "
+_ATTENTION = ("Attention: `packed-gqa` = forwards of 1–8 tokens on CPU attend with the query heads that share a "
               "key/value head folded into the query axis (dspark_viz/fast/attention.py) instead of transformers' "
-              "repeat_kv copy of the cache in every layer; `sdpa` = transformers as shipped "
-              "(`DSPARK_PACKED_GQA=0`). One-token steps keep transformers' own path.")
+              "repeat_kv copy of the cache in every layer (a one-token step arrives without a mask: every cached "
+              "key is visible); `sdpa` = transformers as shipped (`DSPARK_PACKED_GQA=0`).")
 
-_LAYERS = ("Decoder layers: `lean` = in the same 2–8-token forwards each Llama decoder layer runs as straight-line "
-           "code (dspark_viz/fast/lean.py: the same operations in the same order, bit-identical logits, without "
-           "eight module calls per layer); `lean+fused` = for one sequence each layer as two native calls around "
-           "the kernel (dspark_viz/fast/csrc/decoder_layer.h: norm, q/k/v, rotary; then causal attention over the "
-           "cache, o-projection, norm, SiLU-gated MLP) with transformers' rounding points — logits within the "
-           "dtype's rounding of the stock layers (`DSPARK_FUSED_LAYERS=0` keeps `lean`); `stock` = transformers' "
-           "layer forward (`DSPARK_LEAN_LAYERS=0`).")
+_LAYERS = ("Decoder layers: `lean` = in the same 1–8-token forwards each Llama decoder layer runs as "
+           "straight-line code (dspark_viz/fast/lean.py: the same operations in the same order, bit-identical "
+           "logits, without eight module calls per layer); `lean+fused` = for one sequence each layer as two "
+           "native calls around the kernel (dspark_viz/fast/csrc/decoder_layer.h: norm, q/k/v, rotary; then "
+           "causal attention over the cache, o-projection, norm, SiLU-gated MLP) with transformers' rounding "
+           "points — logits within the dtype's rounding of the stock layers, and the same bits for a token at "
+           "every width 1–8 (`DSPARK_FUSED_LAYERS=0` keeps `lean`, which is not width-invariant); `stock` = "
+           "transformers' layer forward (`DSPARK_LEAN_LAYERS=0`).")
 
 
 def markdown_report(reports: list[BenchReport]) -> str:

@@ -22,6 +22,7 @@ from typing import Iterator
 
 import torch
 
+from . import settings
 from .gate import SpeculationGate
 from .model.profile import profile_for
 from .protocol import Context, Drafter
@@ -167,13 +168,14 @@ class generate_rounds:
 
 def make_gate(fallback, drafter, target, sps, default_policy: bool) -> SpeculationGate | None:
     """The loop's speculation gate: None without a drafter or when off; ``fallback=None`` is on exactly where the
-    loop picked its default policy for a CPU target."""
+    loop picked its default policy for a CPU target (unless ``DSPARK_FALLBACK=0``)."""
     if drafter is None or fallback is False:
         return None
     if isinstance(fallback, SpeculationGate):
         fallback.reset()
         return fallback
-    if fallback is None and not (default_policy and str(getattr(target, "device", "cpu")).startswith("cpu")):
+    if fallback is None and not (default_policy and str(getattr(target, "device", "cpu")).startswith("cpu")
+                                 and settings.fallback_default()):
         return None
     if fallback not in (None, True):
         raise ValueError(f"fallback must be True, False, None or a SpeculationGate, got {fallback!r}")

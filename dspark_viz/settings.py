@@ -12,6 +12,7 @@ Settings are read when asked for (not at import), so a test or a notebook can ch
 | ``DSPARK_LEAN_LAYERS``| ``1``                 | ``0``: transformers' own decoder-layer forwards                     |
 | ``DSPARK_FUSED_LAYERS``| ``1``                | ``0``: lean layers run as Python ops, without the fused native calls|
 | ``DSPARK_TUNE``       | ``1``                 | ``0``: no per-machine measuring; fast path at every size, fp32      |
+| ``DSPARK_FALLBACK``   | ``1``                 | ``0``: the decode loop's default leaves the speculation gate off    |
 | ``DSPARK_TEST_THREADS``| ``1``                | torch threads in the test suite                                     |
 | ``DSPARK_CHROMIUM``   | ``/usr/bin/chromium`` | the browser the browser test drives                                 |
 | ``DSPARK_REFRESH_SCREENSHOT`` | unset         | ``1``: the browser test rewrites docs/app.png                       |
@@ -34,6 +35,12 @@ def switch(name: str) -> bool:
     if name not in SWITCHES:
         raise KeyError(f"unknown switch {name!r}: {', '.join(SWITCHES)}")
     return os.environ.get(name, "1").strip() != "0"
+
+
+def fallback_default() -> bool:
+    """Whether the decode loop's default (``fallback=None`` with its own policy on a CPU) turns the speculation
+    gate on: yes unless ``DSPARK_FALLBACK=0`` (the test suite sets it, so that rounds do not depend on timing)."""
+    return os.environ.get("DSPARK_FALLBACK", "1").strip() != "0"
 
 
 def cache_dir() -> Path:

@@ -17,6 +17,7 @@ torch.set_num_threads(test_threads())
 # The suite tests the fast path itself, on every size: no per-machine path or dtype choice here
 # (tests/test_tune.py measures that on its own, into a temporary cache).
 os.environ.setdefault("DSPARK_TUNE", "0")
+os.environ.setdefault("DSPARK_FALLBACK", "0")     # rounds that do not depend on wall-clock timing
 
 
 @pytest.fixture(scope="session")

@@ -205,7 +205,8 @@ def test_lookup_state_follows_skipped_rounds(table4, kind):
                                            max_new_tokens=40).output_ids
 
 
-def test_the_default_is_on_for_the_default_policy_on_cpu(table4):
+def test_the_default_is_on_for_the_default_policy_on_cpu(table4, monkeypatch):
+    monkeypatch.setenv("DSPARK_FALLBACK", "1")
     tgt = TableTarget(table4)
     dr = RandomDrafter(4, gamma=3, seed=0)
     assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8).gate is not None
@@ -214,6 +215,9 @@ def test_the_default_is_on_for_the_default_policy_on_cpu(table4):
     assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8, policy=FixedLength(2),
                            fallback=True).gate is not None
     assert generate_rounds(tgt, None, prompt_ids=[0], max_new_tokens=8, fallback=True).gate is None
+    monkeypatch.setenv("DSPARK_FALLBACK", "0")
+    assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8).gate is None        # switched off
+    assert generate_rounds(tgt, dr, prompt_ids=[0], max_new_tokens=8, fallback=True).gate is not None
     tgt.device = torch.device("meta")                      # not a CPU: off by default
     assert make_gate(None, dr, tgt, FLAT, True) is None
 

@@ -58,9 +58,9 @@ def test_near_duplicates_and_contamination():
     assert not nd.seen(a)
     assert nd.seen("Write a Python function that returns the largest number in a list of integers!")
     assert not nd.seen("Explain how photosynthesis turns light into chemical energy in plants.")
-    bench = ["Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning and bakes muffins."]
+    bench = ["Mira's hens lay 14 eggs per day. She cooks two for lunch every afternoon and sells the rest at noon."]
     c = magpie.Contamination(bench)
-    assert c.hits("Tell me: janet's ducks lay 16 eggs per day. She eats three for breakfast every day.")
+    assert c.hits("Tell me: mira's hens lay 14 eggs per day. She cooks two for lunch every day.")
     assert not c.hits("A farmer has 12 cows and buys 5 more. How many cows does the farmer have now?")
 
 
@@ -80,11 +80,11 @@ def test_filter_prompts_counts(tmp_path):
             {"domain": "code", "opening": "", "text": "Write a function that reverses a string in Python.", "closed": True},
             {"domain": "chat", "opening": "", "text": "Give me five ideas for a rainy weekend at home", "closed": False},
             {"domain": "chat", "opening": "", "text": "ok", "closed": True},
-            {"domain": "chat", "opening": "", "text": "Compose an engaging travel blog post about a recent trip to "
-             "Hawaii, highlighting cultural experiences.", "closed": True}]
+            {"domain": "chat", "opening": "", "text": "Write a cheerful diary entry about a rainy visit to the old "
+             "harbour museum, mentioning three exhibits.", "closed": True}]
     with gzip.open(raw / "raw_00000.jsonl.gz", "wt") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
-    avoid = ["Compose an engaging travel blog post about a recent trip to Hawaii, highlighting cultural experiences "
+    avoid = ["Write a cheerful diary entry about a rainy visit to the old harbour museum, mentioning three exhibits "
              "and must-see attractions."]
     counts = magpie.filter_prompts(raw, tmp_path / "suite.jsonl.gz", avoid)
     assert counts["generated"] == 6 and counts["kept"] == 2 and counts["duplicate"] == 1

@@ -122,6 +122,30 @@ def test_answers_resume_and_read_back(toy, tmp_path):
     assert 0.0 <= corpus.repeated_span_share(out, span=4) <= 1.0
 
 
+def test_answers_follow_a_growing_prompt_file(toy, tmp_path):
+    p = _toy_prompts(toy, tmp_path, n=12)
+    lines = p.read_text().splitlines(keepends=True)
+    p.write_text("".join(lines[:6]))
+    out = tmp_path / "corpus"
+    s1 = corpus.make_answers(toy, [p], out, token_budget=None, batch_size=4, max_new_tokens=8, max_shards=1)
+    assert s1["answers"] == 4 and s1["unanswered"] == 2 and not s1["budget_met"]
+    first = corpus.load_manifest(out)["shards"][0]
+    p.write_text("".join(lines + lines[:3]))                          # grown, with repeats
+    s2 = corpus.make_answers(toy, [p], out, token_budget=None, batch_size=4, max_new_tokens=8)
+    assert s2["answers"] == 12 and s2["unanswered"] == 0              # every distinct prompt once
+    assert corpus.load_manifest(out)["shards"][0] == first
+    keys = [int(k) for sh in corpus.load_manifest(out)["shards"]
+            for k in np.load(out / sh["file"])["key"]]
+    want = {corpus.prompt_key(json.loads(x)["turns"][0]) for x in lines}
+    assert sorted(keys) == sorted(want)
+    # the seeded hash order: appending prompts never reorders the ones already there
+    short = tmp_path / "short.jsonl"
+    short.write_text("".join(lines[:6]))
+    a = [r["key"] for r in corpus.prompt_order([short], seed=3)]
+    b = [r["key"] for r in corpus.prompt_order([p], seed=3)]
+    assert [k for k in b if k in set(a)] == a and a != [r["key"] for r in corpus.prompt_order([short], 4)]
+
+
 def test_feature_cache_is_mapped_and_matches_a_forward(toy, tmp_path):
     p = _toy_prompts(toy, tmp_path, n=12)
     out = tmp_path / "corpus"

@@ -3,6 +3,8 @@
 # script after an interruption and it continues where it stopped. Benchmark prompt files are read from
 # BENCH_DIR only to keep them out of the corpus (decontamination); nothing of them is stored.
 #   tools/make_corpus.sh [BENCH_DIR]        (default BENCH_DIR: ../shared/bench)
+# The target writes requests (one process) while it answers the requests filtered so far (another
+# process, a few shards at a time); with THREADS=1 each takes one core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BENCH_DIR=${1:-../shared/bench}
@@ -12,11 +14,31 @@ PROMPT_BATCHES=${PROMPT_BATCHES:-140}
 TOKEN_BUDGET=${TOKEN_BUDGET:-2000000}
 SUITE=${SUITE:-assets/prompts/magpie.jsonl.gz}
 TRAIN=$(dirname "$SUITE")/train.jsonl
+STEP_SHARDS=${STEP_SHARDS:-4}
+
+filter() {
+    $DV corpus filter --raw corpus/prompts-raw --out "$SUITE" \
+        --avoid "$(dirname "$SUITE")/eval.jsonl" "$BENCH_DIR"/*.jsonl > /dev/null
+}
 
 $DV corpus prompts --raw corpus/prompts-raw --batches "$PROMPT_BATCHES" --batch-size 256 --dtype bf16 \
-    --threads "$THREADS"
-$DV corpus filter --raw corpus/prompts-raw --out "$SUITE" \
-    --avoid "$(dirname "$SUITE")/eval.jsonl" "$BENCH_DIR"/*.jsonl
-$DV corpus answers --prompts "$TRAIN" "$SUITE" --out corpus/answers --token-budget "$TOKEN_BUDGET" \
-    --batch-size 128 --dtype bf16 --threads "$THREADS"
+    --threads "$THREADS" &
+PROMPTS=$!
+trap 'kill $PROMPTS 2>/dev/null || true' EXIT
+
+while :; do
+    filter
+    running=$(kill -0 $PROMPTS 2>/dev/null && echo 1 || echo 0)
+    state=$($DV corpus answers --prompts "$TRAIN" "$SUITE" --out corpus/answers --token-budget "$TOKEN_BUDGET" \
+        --batch-size 128 --dtype bf16 --threads "$THREADS" --max-shards "$STEP_SHARDS" |
+        python3 -c 'import json,sys; s=json.load(sys.stdin); print(int(s["budget_met"]), s["unanswered"])')
+    read -r met left <<< "$state"
+    [ "$met" = 1 ] && break
+    if [ "$left" = 0 ]; then
+        [ "$running" = 0 ] && break
+        sleep 60
+    fi
+done
+wait $PROMPTS
+filter
 $DV corpus stats --out corpus/answers

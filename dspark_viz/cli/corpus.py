@@ -39,6 +39,7 @@ def add_corpus(p: argparse.ArgumentParser) -> None:
     an.add_argument("--temperature", type=float, default=0.7)
     an.add_argument("--max-new-tokens", type=int, default=384)
     an.add_argument("--seed", type=int, default=0)
+    an.add_argument("--max-shards", type=int, default=None, help="stop after this many new shards")
     st = sub.add_parser("stats", help="size, throughput and repeated spans of a corpus")
     st.add_argument("--out", required=True)
 
@@ -53,11 +54,12 @@ def run_corpus(a: argparse.Namespace) -> None:
         counts = magpie.filter_prompts(a.raw, a.out, magpie.read_avoid_texts(a.avoid))
         print(json.dumps(counts, indent=1))
     elif a.action == "answers":
-        if a.token_budget < 1 or a.batch_size < 1 or a.max_new_tokens < 1:
-            raise ValueError("--token-budget, --batch-size and --max-new-tokens must be ≥ 1")
+        if a.token_budget < 1 or a.batch_size < 1 or a.max_new_tokens < 1 or (a.max_shards or 1) < 1:
+            raise ValueError("--token-budget, --batch-size, --max-new-tokens and --max-shards must be ≥ 1")
         target = load_target_from_args(a)
         print(json.dumps(corpus.make_answers(target, a.prompts, a.out, a.token_budget, a.batch_size,
-                                             a.temperature, a.max_new_tokens, a.seed), indent=1))
+                                             a.temperature, a.max_new_tokens, a.seed,
+                                             max_shards=a.max_shards), indent=1))
     else:
         man = corpus.load_manifest(a.out)
         if man is None:

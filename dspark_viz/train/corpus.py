@@ -11,10 +11,13 @@ token is reached. A shard (``shard_00000.npz``, numpy arrays, no pickle):
     prompt_len (N,) / answer_len (N,)  lengths, to split them again
     finished (N,) bool               the answer ends on a stop token (only these are trained on)
     domain (N,) uint8                index into the manifest's ``domains``
-    source (N,) int32                index of the prompt in the manifest's prompt order
+    key (N,) uint64                  the prompt's key (a hash of its text): answered prompts are skipped
 
-``manifest.json`` holds the settings, the target's name and vocabulary hash, the prompt files (with their
-SHA-256) and one line per shard. Features for training are a separate, rebuildable cache (train/data.py).
+Prompt files may grow between runs (the self-written suite is filtered again as raw shards arrive): each run
+answers the prompts not answered yet, in file order or in a seeded hash order that a file's growth does not
+reorder. ``manifest.json`` holds the settings, the target's name and vocabulary hash, the prompt files each
+run read (with their SHA-256) and one line per shard. Features for training are a separate, rebuildable cache
+(train/data.py).
 """
 from __future__ import annotations
 
@@ -51,13 +54,34 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
+def prompt_key(text: str) -> int:
+    """A prompt's 64-bit key: the first 8 bytes of its text's SHA-256."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+
+
 def prompt_order(files: list[Path], seed: int, shuffle: bool = True) -> list[dict]:
-    """All records of all files, in one seeded shuffle or in file order (shard s takes the s-th batch)."""
-    recs = [r for f in files for r in read_prompt_records(f)]
+    """Every distinct prompt of the files (first occurrence kept), with its ``key``: in file order, or sorted
+    by a seeded hash of the text — an order in which prompts appended to a file never move the others."""
+    recs, seen = [], set()
+    for f in files:
+        for r in read_prompt_records(f):
+            k = prompt_key(r["turns"][0])
+            if k not in seen:
+                seen.add(k)
+                recs.append({**r, "key": k})
     if not shuffle:
         return recs
-    order = np.random.default_rng(seed).permutation(len(recs))
-    return [recs[i] for i in order]
+    rank = {r["key"]: hashlib.sha256(f"{seed}:{r['key']}".encode()).digest() for r in recs}
+    return sorted(recs, key=lambda r: rank[r["key"]])
+
+
+def answered_keys(out_dir: str | Path, man: dict) -> set[int]:
+    """Keys of every prompt the corpus has answered."""
+    keys: set[int] = set()
+    for sh in man["shards"]:
+        with np.load(Path(out_dir) / sh["file"], allow_pickle=False) as z:
+            keys.update(int(k) for k in z["key"])
+    return keys
 
 
 def load_manifest(out_dir: str | Path) -> dict | None:
@@ -73,9 +97,9 @@ def _write_json(path: Path, obj: dict) -> None:
 
 def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, token_budget: int | None,
                  batch_size: int = 128, temperature: float = 0.7, max_new_tokens: int = 384,
-                 seed: int = 0, shuffle: bool = True) -> dict:
+                 seed: int = 0, shuffle: bool = True, max_shards: int | None = None) -> dict:
     """Sample answers shard by shard until ``token_budget`` finished answer tokens (None: every prompt
-    once); resumable.
+    once), or ``max_shards`` new shards; resumable, and prompt files may have grown since the last run.
 
     Sampling: T = 0.7, no top-p / top-k, no repetition penalty — between the two temperatures drafters
     are evaluated at (T = 0, T = 1); a greedy 135M model loops into long repeated spans, and at T = 1
@@ -85,24 +109,27 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
     out.mkdir(parents=True, exist_ok=True)
     settings = {"target": target.name, "vocab_hash": target.vocab_hash, "temperature": temperature,
                 "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "max_new_tokens": max_new_tokens,
-                "batch_size": batch_size, "seed": seed, "shuffle": shuffle,
-                "prompt_files": [{"name": f.name, "sha256": _sha256(f)} for f in files]}
+                "batch_size": batch_size, "seed": seed, "shuffle": shuffle}
     man = load_manifest(out)
     if man is not None and man["settings"] != settings:
         diff = sorted(k for k in settings if man["settings"].get(k) != settings[k])
         raise ValueError(f"{out} holds a corpus made with other settings ({', '.join(diff)}): "
                          "use another --out or the same settings")
     man = man or {"settings": settings, "domains": list(DOMAINS), "shards": []}
-    recs = prompt_order(files, seed, shuffle)
+    done = answered_keys(out, man)
+    recs = [r for r in prompt_order(files, seed, shuffle) if r["key"] not in done]
+    man.setdefault("runs", []).append({"prompt_files": [{"name": f.name, "sha256": _sha256(f)} for f in files],
+                                       "prompts": len(recs) + len(done), "answered_before": len(done)})
     dt = np.uint16 if target.vocab_size <= 65536 else np.int32
     done_tokens = sum(s["finished_tokens"] for s in man["shards"])
     budget = token_budget if token_budget is not None else float("inf")
-    bar = tqdm(total=token_budget or len(recs), desc="answers", unit="tok" if token_budget else "prompt")
-    bar.update(min(done_tokens, token_budget) if token_budget else sum(s["n"] for s in man["shards"]))
-    s = len(man["shards"])
-    while done_tokens < budget and s * batch_size < len(recs):
-        batch = list(range(s * batch_size, min(len(recs), (s + 1) * batch_size)))
-        prompts = [target.chat_ids(recs[i]["turns"][0]) for i in batch]
+    bar = tqdm(total=token_budget or len(recs) + len(done), desc="answers",
+               unit="tok" if token_budget else "prompt")
+    bar.update(min(done_tokens, token_budget) if token_budget else len(done))
+    s = s0 = len(man["shards"])
+    while done_tokens < budget and recs and (max_shards is None or s - s0 < max_shards):
+        batch, recs = recs[:batch_size], recs[batch_size:]
+        prompts = [target.chat_ids(r["turns"][0]) for r in batch]
         g = torch.Generator().manual_seed(seed * 1_000_003 + s)
         t0 = time.perf_counter()
         answers = sample_rows(target, prompts, temperature, max_new_tokens, g)
@@ -115,9 +142,9 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
             answer=np.concatenate([np.asarray(a, dt) for a in answers]),
             prompt_len=np.array([len(p) for p in prompts], np.int32),
             answer_len=np.array([len(a) for a in answers], np.int32), finished=fin,
-            domain=np.array([DOMAINS.index(recs[i].get("domain", "mixed")) if recs[i].get("domain") in DOMAINS
-                             else DOMAINS.index("mixed") for i in batch], np.uint8),
-            source=np.array(batch, np.int32))
+            domain=np.array([DOMAINS.index(r["domain"]) if r.get("domain") in DOMAINS
+                             else DOMAINS.index("mixed") for r in batch], np.uint8),
+            key=np.array([r["key"] for r in batch], np.uint64))
         tmp.replace(out / name)
         fin_tok = int(sum(len(a) for a, f in zip(answers, fin) if f))
         man["shards"].append({"file": name, "n": len(batch), "finished": int(fin.sum()),
@@ -128,7 +155,7 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
         bar.update(min(fin_tok, max(token_budget - bar.n, 0)) if token_budget else len(batch))
         s += 1
     bar.close()
-    return summary(man)
+    return {**summary(man), "unanswered": len(recs), "budget_met": done_tokens >= budget}
 
 
 def summary(man: dict) -> dict:

@@ -373,6 +373,10 @@ def test_to_svg_and_png(trace, tmp_path):
     assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bundle = viz.mime_bundle(viz.round_view(trace, 0))
     assert "application/vnd.vegalite.v5+json" in bundle
+    import base64                                        # a static picture for readers without Vega-Lite
+    assert base64.b64decode(bundle["image/png"])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert bundle["text/plain"].startswith("<chart: ") and "dict" not in bundle["text/plain"]
+    assert "image/png" not in viz.mime_bundle(viz.round_view(trace, 0), png=False)
 
 
 def test_layered_and_faceted_charts_render(real_traces):

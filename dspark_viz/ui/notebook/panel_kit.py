@@ -26,4 +26,4 @@ def profile_dict(profiles) -> dict[str, SPSProfile]:
 
 def show(out, chart) -> None:
     """Replace an Output widget's content with one chart (works with or without a kernel)."""
-    out.outputs = ({"output_type": "display_data", "data": viz.mime_bundle(chart), "metadata": {}},)
+    out.outputs = ({"output_type": "display_data", "data": viz.mime_bundle(chart, png=False), "metadata": {}},)

@@ -204,8 +204,8 @@ def test_speculative_matches_plain_on_a_table_target_when_greedy(table_target):
 
 # -- greedy equality with transformers on the embedded SmolLM2 target ----------------------------------
 GREEDY_PROMPTS = [
-    "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. "
-    "She sells the rest for $2 each. How much does she make every day?",
+    "A bakery sells 14 loaves a day at $3 each and gives away two loaves every evening. "
+    "How much money does it make in a week?",
     "Write a Python function is_palindrome(s) that ignores case and spaces, with two examples.",
     "Give three tips for staying focused while studying.",
 ]

@@ -15,30 +15,31 @@ from ..train import corpus, magpie
 from .common import add_target_args, load_target_from_args
 
 
+def _add_sampling(p: argparse.ArgumentParser, batch_size: int, temperature: float, max_new_tokens: int) -> None:
+    """The target and the sampling settings that requests and answers share (their defaults differ)."""
+    add_target_args(p)
+    p.add_argument("--batch-size", type=int, default=batch_size)
+    p.add_argument("--temperature", type=float, default=temperature)
+    p.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    p.add_argument("--seed", type=int, default=0)
+
+
 def add_corpus(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     pr = sub.add_parser("prompts", help="the target writes user requests (Magpie-style), raw shards, resumable")
-    add_target_args(pr)
+    _add_sampling(pr, batch_size=128, temperature=0.8, max_new_tokens=96)
     pr.add_argument("--raw", required=True, help="folder of raw shards")
     pr.add_argument("--batches", type=int, required=True)
-    pr.add_argument("--batch-size", type=int, default=128)
-    pr.add_argument("--temperature", type=float, default=0.8)
-    pr.add_argument("--max-new-tokens", type=int, default=96)
-    pr.add_argument("--seed", type=int, default=0)
     fi = sub.add_parser("filter", help="raw shards → the prompt suite (filters, dedup, decontamination)")
     fi.add_argument("--raw", required=True)
     fi.add_argument("--out", required=True, help="the suite, .jsonl.gz")
     fi.add_argument("--avoid", nargs="*", default=[], metavar="FILE.jsonl",
                     help="prompt files no request may overlap (benchmarks, evaluation suites)")
     an = sub.add_parser("answers", help="the target's answers to prompt files, sharded, resumable")
-    add_target_args(an)
+    _add_sampling(an, batch_size=128, temperature=0.7, max_new_tokens=384)
     an.add_argument("--prompts", nargs="+", required=True, metavar="FILE.jsonl[.gz]")
     an.add_argument("--out", required=True, help="corpus folder (manifest.json + shards)")
     an.add_argument("--token-budget", type=int, required=True, help="stop at this many finished answer tokens")
-    an.add_argument("--batch-size", type=int, default=128)
-    an.add_argument("--temperature", type=float, default=0.7)
-    an.add_argument("--max-new-tokens", type=int, default=384)
-    an.add_argument("--seed", type=int, default=0)
     an.add_argument("--max-shards", type=int, default=None, help="stop after this many new shards")
     st = sub.add_parser("stats", help="size, throughput and repeated spans of a corpus")
     st.add_argument("--out", required=True)

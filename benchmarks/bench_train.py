@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_train.py --data DIR --algo dspark --precision fp32,bf16 --steps 8
 
-Positions = blocks × γ per step. Repeats alternate the precisions (interleaved), so a busy machine slows
+Positions = the (block, slot) pairs a step trains (a block running past a sequence's end counts its valid
+slots only; an older trainer that does not report them counts blocks × γ). Repeats alternate the precisions (interleaved), so a busy machine slows
 all of them alike; the median step time is reported. Run it on a quiet machine for figures to quote.
 The cache's shards are read here directly (tensors only), so the same command times an older checkout of
 the trainer on the same data: ``PYTHONPATH=OLD_CHECKOUT python benchmarks/bench_train.py …``.
@@ -23,6 +24,12 @@ from dspark_viz.drafters.neural import build_model, init_from_target
 from dspark_viz.model.target import load_target
 from dspark_viz.train.config import TrainConfig
 from dspark_viz.train.trainer import batch_loss, build_draft_vocab
+
+try:                                   # the trainer's own optimiser; an older checkout's plain AdamW
+    from dspark_viz.train.trainer import make_optimizer
+except ImportError:
+    def make_optimizer(params, tc):
+        return torch.optim.AdamW(params, lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay)
 
 
 def read_cache(folder: str, limit: int = 400) -> list[dict]:
@@ -49,6 +56,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n-layers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--blocks-per-seq", type=int, default=None, help="default: the trainer's")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     if a.threads:
@@ -58,19 +66,22 @@ def main() -> None:
     cfg = DrafterConfig.for_target(target, a.algo, n_layers=a.n_layers)
     model = build_model(cfg, target, build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids), target.vocab_size))
     init_from_target(model, target)
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    tc = TrainConfig()
+    tc = TrainConfig(**({"blocks_per_seq": a.blocks_per_seq} if a.blocks_per_seq else {}))
+    opt = make_optimizer([p for p in model.parameters() if p.requires_grad], tc)
+    nominal = tc.seqs_per_step * tc.blocks_per_seq * cfg.gamma
     gen = torch.Generator().manual_seed(0)
     precs = a.precision.split(",")
     times: dict[str, list[float]] = {p: [] for p in precs}
+    done: dict[str, int] = {p: 0 for p in precs}
 
     def step(prec):
         idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
-            loss, _ = batch_loss(model, [tr[i] for i in idx], tc, gen)
+            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        return st.get("positions", nominal)            # trained (block, slot) pairs; older trainers: nominal
 
     for p in precs:
         step(p)                                              # warm-up
@@ -78,13 +89,13 @@ def main() -> None:
         for p in precs:
             for _ in range(a.steps):
                 t0 = time.perf_counter()
-                step(p)
+                done[p] += step(p)
                 times[p].append(time.perf_counter() - t0)
-    pos = tc.seqs_per_step * tc.blocks_per_seq * cfg.gamma
     res = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(), "algo": a.algo,
-           "n_layers": a.n_layers, "positions_per_step": pos,
+           "n_layers": a.n_layers, "blocks_per_seq": tc.blocks_per_seq, "seqs_per_step": tc.seqs_per_step,
            "results": {p: {"median_ms": round(1000 * statistics.median(t), 1),
-                           "positions_per_s": round(pos / statistics.median(t))} for p, t in times.items()}}
+                           "positions_per_step": round(done[p] / len(t)),
+                           "positions_per_s": round(done[p] / sum(t))} for p, t in times.items()}}
     print(json.dumps(res, indent=1))
     if a.json:
         open(a.json, "w").write(json.dumps(res, indent=1) + "\n")

@@ -368,3 +368,15 @@ def test_faster_precision_times_both(tiny):
     m = make(t, seqs, "dspark")
     assert faster_precision(m, seqs, TrainConfig(blocks_per_seq=4, seqs_per_step=2), "cpu", steps=1) in ("fp32", "bf16")
     assert all(p.grad is None for p in m.parameters())
+
+
+def test_target_rows_are_the_rows_of_every_block(tiny):
+    """p_target computed once per distinct position and gathered equals computing it for every slot."""
+    from dspark_viz.train.trainer import target_rows, vocab_weight
+    t, seqs = tiny
+    m = make(t, seqs, "dspark")
+    W = vocab_weight(m, torch.float32)
+    pos = [torch.tensor([[3, 4, 5], [4, 5, 6], [4, 5, 6]]), torch.tensor([[10, 11, 12]])]   # overlapping blocks
+    got = target_rows(seqs[:2], pos, W)                                                      # (4, 3, V_d)
+    want = torch.cat([target_probs(s["hidden"][p].float(), s["lse"][p], W) for s, p in zip(seqs[:2], pos)])
+    assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-8)   # gemm blocking may differ

@@ -10,7 +10,7 @@ class TrainConfig:
     lr: float = 6e-4
     warmup: int = 100
     weight_decay: float = 0.0
-    blocks_per_seq: int = 16             # anchors sampled per sequence
+    blocks_per_seq: int = 64             # anchors sampled per sequence (its context is encoded once)
     seqs_per_step: int = 4
     w_ce: float = 0.1
     w_l1: float = 0.9

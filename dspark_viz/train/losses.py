@@ -73,7 +73,8 @@ def drafter_loss(logits: torch.Tensor, labels: torch.Tensor, p_target: torch.Ten
     tv, ce, l1 = 0.5 * l1.detach(), ce.detach(), l1.detach()
     stats = {"loss": float(loss.detach()), "ce": float((ce * wm).sum() / denom), "l1": float((l1 * wm).sum() / denom),
              "bce": float(bce.detach()), "tau_est": analytic_tau(tv, mask),
-             "acc1": float(((1 - tv[:, 0]) * mask[:, 0]).sum() / mask[:, 0].sum().clamp_min(1))}
+             "acc1": float(((1 - tv[:, 0]) * mask[:, 0]).sum() / mask[:, 0].sum().clamp_min(1)),
+             "positions": int(mask.sum())}                          # trained (block, slot) pairs
     if not math.isfinite(stats["loss"]):
         raise FloatingPointError(f"non-finite loss: {stats}")
     return loss, stats

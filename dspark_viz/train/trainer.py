@@ -53,7 +53,8 @@ def _anchors(s: dict, n_blocks: int, gen: torch.Generator) -> torch.Tensor:
 
 def _label_parts(model, s, anchors, gamma):
     """Labels of one sequence's blocks: draft-vocab labels (N, γ) (−1 outside V_d), teacher-forced previous
-    tokens (N, γ), the target's hidden (N, γ, d) and lse (N, γ) at the label's previous position, mask (N, γ)."""
+    tokens (N, γ), the position whose cached hidden state and lse give the target's distribution for each
+    label (N, γ), mask (N, γ)."""
     n = s["n"]
     lab_pos = anchors[:, None] + torch.arange(1, gamma + 1)                             # (N, γ)
     valid = lab_pos <= n - 1
@@ -63,7 +64,24 @@ def _label_parts(model, s, anchors, gamma):
     lab = model.full2draft[ids[lp]]
     lab = torch.where(lab == vd, torch.full_like(lab, -1), lab)                          # −1: outside V_d
     prev = model.full2draft[ids[lp - 1]]                                                  # teacher-forced x_{k−1}
-    return lab, prev, s["hidden"][lp - 1].float(), s["lse"][lp - 1].float(), valid_prefix(valid)
+    return lab, prev, lp - 1, valid_prefix(valid)
+
+
+def target_rows(seqs: list[dict], src: list[torch.Tensor], W: torch.Tensor) -> torch.Tensor:
+    """p_target restricted to V_d for each label of each sequence's blocks: src[i] (N_i, γ) positions of
+    sequence i → (ΣN_i, γ, V_d). Blocks overlap, so each distinct position's row h·W_vdᵀ − lse is computed
+    once and gathered (exact: the same row whichever block asks)."""
+    hs, ls, inv, off = [], [], [], 0
+    for s, pos in zip(seqs, src):
+        u, iv = torch.unique(pos, return_inverse=True)                                   # (U_i,), (N_i, γ)
+        hs.append(s["hidden"][u].float())          # fp16 in the cache; autocast's cat refuses fp16 on CPU
+        ls.append(s["lse"][u].float())
+        inv.append(iv + off)
+        off += u.numel()
+    h_u, lse_u = torch.cat(hs).to(W.device), torch.cat(ls).to(W.device)                # (U, d), (U,)
+    with torch.no_grad():
+        p_u = torch.exp(F.linear(h_u.to(W.dtype), W).float() - lse_u[:, None])           # (U, V_d)
+    return p_u[torch.cat(inv).to(W.device)]                                              # (N, γ, V_d)
 
 
 def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
@@ -128,12 +146,12 @@ def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor]):
     hid = eagle_hidden if model.cfg.algo == "eagle" else dspark_hidden
     g = model.cfg.gamma
     h = torch.cat([hid(model, s, a) for s, a in zip(seqs, anchors)])                     # (N, γ, d)
-    lab, prev, h_t, lse, m = (torch.cat(x) for x in zip(*(_label_parts(model, s, a, g) for s, a in zip(seqs, anchors))))
+    lab, prev, src, m = zip(*(_label_parts(model, s, a, g) for s, a in zip(seqs, anchors)))
+    lab, prev, m = torch.cat(lab), torch.cat(prev), torch.cat(m)
     dev = h.device.type
     dt = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else torch.float32
     W = vocab_weight(model, dt)
-    with torch.no_grad():
-        p_t = torch.exp(F.linear(h_t.to(dt), W).float() - lse.float()[..., None])        # (N, γ, V_d)
+    p_t = target_rows(seqs, list(src), W)                                                # (N, γ, V_d)
     U = F.linear(h.to(dt), W)                                                            # (N, γ, V_d)
     head = getattr(model, "head", None)
     if head is None:
@@ -216,6 +234,11 @@ def faster_precision(model, seqs: list[dict], tc: TrainConfig, device_type: str,
                 times[prec].append(time.perf_counter() - t0)
     model.zero_grad(set_to_none=True)
     return min(times, key=lambda p: sum(times[p]))
+
+
+def make_optimizer(params: list, tc: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW (β = 0.9, 0.95), fused: one kernel per step for all parameters, on CPU and CUDA."""
+    return torch.optim.AdamW(params, lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay, fused=True)
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
@@ -306,7 +329,7 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
     elif ck is None and cfg.init_from_target:
         init_from_target(model, target)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay)
+    opt = make_optimizer(params, tc)
     step, elapsed, seen = 0, 0.0, 0
     if ck is not None:
         model.load_state_dict(ck["model"])
@@ -355,7 +378,7 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         step += 1
-        seen += tc.seqs_per_step * tc.blocks_per_seq * cfg.gamma
+        seen += st["positions"]
         bar.update(1)
         bar.set_postfix(loss=f"{st['loss']:.3f}", tau=f"{st['tau_est']:.2f}", acc1=f"{st['acc1']:.2f}")
         if step % 10 == 0:

@@ -15,13 +15,18 @@ TOKEN_BUDGET=${TOKEN_BUDGET:-2000000}
 SUITE=${SUITE:-assets/prompts/magpie.jsonl.gz}
 TRAIN=$(dirname "$SUITE")/train.jsonl
 STEP_SHARDS=${STEP_SHARDS:-4}
+# bf16 where the CPU multiplies it natively (AVX512-BF16 / AMX), else fp32 (bf16 is slower there); each
+# answer shard records the dtype it was sampled in
+if [ -z "${DTYPE:-}" ]; then
+    grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null && DTYPE=bf16 || DTYPE=fp32
+fi
 
 filter() {
     $DV corpus filter --raw corpus/prompts-raw --out "$SUITE" \
         --avoid "$(dirname "$SUITE")/eval.jsonl" "$BENCH_DIR"/*.jsonl > /dev/null
 }
 
-$DV corpus prompts --raw corpus/prompts-raw --batches "$PROMPT_BATCHES" --batch-size 256 --dtype bf16 \
+$DV corpus prompts --raw corpus/prompts-raw --batches "$PROMPT_BATCHES" --batch-size 256 --dtype "$DTYPE" \
     --threads "$THREADS" &
 PROMPTS=$!
 trap 'kill $PROMPTS 2>/dev/null || true' EXIT
@@ -30,7 +35,7 @@ while :; do
     filter
     running=$(kill -0 $PROMPTS 2>/dev/null && echo 1 || echo 0)
     state=$($DV corpus answers --prompts "$TRAIN" "$SUITE" --out corpus/answers --token-budget "$TOKEN_BUDGET" \
-        --batch-size 128 --dtype bf16 --threads "$THREADS" --max-shards "$STEP_SHARDS" |
+        --batch-size 128 --dtype "$DTYPE" --threads "$THREADS" --max-shards "$STEP_SHARDS" |
         python3 -c 'import json,sys; s=json.load(sys.stdin); print(int(s["budget_met"]), s["unanswered"])')
     read -r met left <<< "$state"
     [ "$met" = 1 ] && break

@@ -149,7 +149,7 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
         fin_tok = int(sum(len(a) for a, f in zip(answers, fin) if f))
         man["shards"].append({"file": name, "n": len(batch), "finished": int(fin.sum()),
                               "finished_tokens": fin_tok, "answer_tokens": int(sum(map(len, answers))),
-                              "seconds": round(secs, 1)})
+                              "seconds": round(secs, 1), "dtype": str(target.dtype).replace("torch.", "")})
         _write_json(out / "manifest.json", man)
         done_tokens += fin_tok
         bar.update(min(fin_tok, max(token_budget - bar.n, 0)) if token_budget else len(batch))

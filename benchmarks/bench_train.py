@@ -6,14 +6,21 @@ Positions = the (block, slot) pairs a step trains (a block running past a sequen
 slots only; an older trainer that does not report them counts blocks × γ). Repeats alternate the precisions (interleaved), so a busy machine slows
 all of them alike; the median step time is reported. Run it on a quiet machine for figures to quote.
 The cache's shards are read here directly (tensors only), so the same command times an older checkout of
-the trainer on the same data: ``PYTHONPATH=OLD_CHECKOUT python benchmarks/bench_train.py …``.
+the trainer on the same data: ``PYTHONPATH=OLD_CHECKOUT python benchmarks/bench_train.py …``; with
+``--against OLD_CHECKOUT`` it alternates the two checkouts (one process per repeat each), so that a busy
+machine slows both alike:
+
+    .venv/bin/python benchmarks/bench_train.py --data DIR --precision fp32 --against ../old --repeats 3
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -58,7 +65,11 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--blocks-per-seq", type=int, default=None, help="default: the trainer's")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--against", default=None, metavar="OLD_CHECKOUT",
+                    help="alternate with an older checkout's trainer, one process per repeat each")
     a = ap.parse_args()
+    if a.against:
+        return compare(a)
     if a.threads:
         torch.set_num_threads(a.threads)
     target = load_target(dtype="fp32")
@@ -96,6 +107,34 @@ def main() -> None:
            "results": {p: {"median_ms": round(1000 * statistics.median(t), 1),
                            "positions_per_step": round(done[p] / len(t)),
                            "positions_per_s": round(done[p] / sum(t))} for p, t in times.items()}}
+    print(json.dumps(res, indent=1))
+    if a.json:
+        open(a.json, "w").write(json.dumps(res, indent=1) + "\n")
+
+
+def compare(a: argparse.Namespace) -> None:
+    """Both checkouts' trainers, alternating, each repeat a fresh process with the same arguments."""
+    here = str(Path(__file__).resolve().parents[1])
+    flags = ["--data", a.data, "--algo", a.algo, "--precision", a.precision, "--steps", str(a.steps),
+             "--repeats", "1", "--n-layers", str(a.n_layers)]
+    flags += ["--threads", str(a.threads)] if a.threads else []
+    flags += ["--blocks-per-seq", str(a.blocks_per_seq)] if a.blocks_per_seq else []
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in range(a.repeats):
+        for name, path in ((("before", a.against), ("after", here)) if r % 2 == 0
+                           else (("after", here), ("before", a.against))):
+            out = subprocess.run([sys.executable, __file__, *flags], capture_output=True, text=True, check=True,
+                                 env={**os.environ, "PYTHONPATH": str(Path(path).resolve())}).stdout
+            runs[name].append(json.loads(out[out.rindex("\n{\n") + 1:] if "\n{\n" in out else out))
+    res = {"cpu": runs["after"][0]["cpu"], "threads": runs["after"][0]["threads"], "algo": a.algo,
+           "before": {"checkout": a.against}, "after": {"checkout": "this one"}}
+    for name in runs:
+        for prec in a.precision.split(","):
+            pps = [x["results"][prec]["positions_per_s"] for x in runs[name]]
+            res[name][prec] = {"positions_per_s_each": pps, "positions_per_s": round(statistics.median(pps))}
+        res[name]["blocks_per_seq"] = runs[name][0].get("blocks_per_seq")
+    for prec in a.precision.split(","):
+        res[f"speedup_{prec}"] = round(res["after"][prec]["positions_per_s"] / res["before"][prec]["positions_per_s"], 2)
     print(json.dumps(res, indent=1))
     if a.json:
         open(a.json, "w").write(json.dumps(res, indent=1) + "\n")

@@ -5,7 +5,7 @@ The frame comes from scheduling a batch at several loads (``scheduler``); this m
 """
 from __future__ import annotations
 
-from .style import OKABE_ITO, series_scale
+from .style import series_scale
 
 
 def load_budget_chart(df, width: int = 420, height: int = 240, title: str | None = None,
@@ -27,8 +27,7 @@ def load_budget_chart(df, width: int = 420, height: int = 240, title: str | None
     lines = base.mark_line(strokeWidth=2) + base.mark_point(filled=True, size=35)
     return lines.properties(width=width, height=height, title=alt.Title(
         title or "Verification budget per request as the load grows",
-        subtitle=subtitle or "each line: one kind of request in the batch",
-        subtitleColor=OKABE_ITO["black"]))
+        subtitle=subtitle or "each line: one kind of request in the batch", anchor="start"))
 
 
 __all__ = ["load_budget_chart"]

@@ -8,5 +8,8 @@ Legend: γ block size, ℓ verification length, τ mean committed tokens per rou
 - ``speed_runner``   prompts, the interleaved run, ``BenchReport`` (``dspark-viz bench``);
 - ``speed_report``   the text table and the Markdown page;
 - ``machine_info``   what a run ran on: the machine, the versions, the target's fast paths;
-- ``dtype_choice``   the CPU dtype this machine decodes fastest at, measured once and kept.
+- ``dtype_choice``   the CPU dtype this machine decodes fastest at, measured once and kept;
+- ``calibration_checks`` the events behind each calibration statistic, the AUROC's standard error, STS's objective
+                     per position and temperatures at the grid's ends (notebook 03);
+- ``paper_figs56``   the paper's values of Fig. 5 (threshold sweep) and Fig. 6 (reliability), set beside ours.
 """

@@ -42,14 +42,15 @@ def reliability_frame(conf, accepted, ell=None, calib: "cal.STSCalibration | Non
 
 
 def reliability_diagram(before, after=None, positions: Sequence[int] | None = None, report: dict | None = None,
-                        size: int = 170):
+                        size: int = 170, notes: dict[int, str] | None = None):
     """One panel per position k: observed P(m ≥ k) vs predicted a_k, per bin, before and after STS.
 
     ``before``: DataFrame of ``calibration.reliability_bins`` rows with a ``position`` column (and optionally
     a ``stage`` column holding both stages, as ``reliability_frame`` returns); ``after``: the same for the
     calibrated survival, or None. Point area = bin count, and a histogram of the counts sits under each panel.
     ``report`` (``calibration.calibration_report``)
-    adds "ECE before → after" to each panel title.
+    adds "ECE before → after" to each panel title; ``notes`` ({k: text}) puts a line under panel k's title
+    (e.g. how many rounds survive to k, so a reader knows which panels rest on too few events).
     """
     import altair as alt
     import pandas as pd
@@ -98,9 +99,10 @@ def reliability_diagram(before, after=None, positions: Sequence[int] | None = No
             color=color,
             tooltip=[alt.Tooltip("stage:N"), alt.Tooltip("lo:Q", format=".2f", title="bin from"),
                      alt.Tooltip("hi:Q", format=".2f", title="bin to"), alt.Tooltip("count:Q")])
+        note = (notes or {}).get(p)
         panels.append(alt.vconcat(layer.properties(width=size, height=size),
                                   hist.properties(width=size, height=max(40, size // 3)), spacing=4)
-                      .properties(title=title))
+                      .properties(title=alt.Title(title, subtitle=note) if note else title))
     if not panels:
         return alt.Chart(pd.DataFrame({"msg": ["no verified rounds to bin"]})).mark_text().encode(text="msg:N")
     return alt.hconcat(*panels, spacing=12).properties(title=alt.Title(

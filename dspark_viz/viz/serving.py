@@ -14,8 +14,9 @@ from .style import ADMIT_COLORS, OKABE_ITO, POLICY_COLORS, series_scale
 
 
 # -- SPS profiles -----------------------------------------------------------------------------------
-def sps_frame(profiles: Sequence[SPSProfile], bmax: int | None = None):
-    """(profile, B, sps, step_ms) at every integer B up to bmax (default: the largest table batch, ≤ 512)."""
+def sps_frame(profiles: Sequence[SPSProfile], bmax: int | None = None, within_table: bool = False):
+    """(profile, B, sps, step_ms) at every integer B up to bmax (default: the largest table batch, ≤ 512).
+    ``within_table``: each profile only up to its own last table batch (no extrapolated points)."""
     import numpy as np
     import pandas as pd
 
@@ -23,19 +24,54 @@ def sps_frame(profiles: Sequence[SPSProfile], bmax: int | None = None):
     grid = np.unique(np.round(np.geomspace(1, top, 96)).astype(int))          # smooth parts, log-spaced
     edges = [x for p in profiles for b in p.batch for x in (b - 1, b, b + 1)]  # keep staircase corners
     B = np.array(sorted({int(x) for x in [*grid, *edges] if 1 <= x <= top}))
-    frames = [pd.DataFrame({"profile": p.name, "B": B, "sps": np.asarray(p(B), dtype=float),
-                            "step_ms": 1000 * np.asarray(p.step_time(B), dtype=float)}) for p in profiles]
+    frames = []
+    for p in profiles:
+        b = B[B <= p.batch[-1]] if within_table else B
+        frames.append(pd.DataFrame({"profile": p.name, "B": b, "sps": np.asarray(p(b), dtype=float),
+                                    "step_ms": 1000 * np.asarray(p.step_time(b), dtype=float)}))
     return pd.concat(frames, ignore_index=True)
 
 
+def profile_source(p: SPSProfile) -> str:
+    """"synthetic" for a made-up curve, else "measured" with what it was measured on (device, CPU, dtype)."""
+    if p.device == "synthetic":
+        return "synthetic"
+    what = [str(x) for x in (p.meta.get("cpu") or p.device, p.meta.get("dtype"),
+                             f"{p.meta['threads']} threads" if p.meta.get("threads") else None) if x]
+    return "measured" + (f" ({', '.join(what)})" if what else "")
+
+
 def sps_chart(profiles: Sequence[SPSProfile] | SPSProfile, bmax: int | None = None, width: int = 420,
-              height: int = 220):
-    """Engine steps per second vs tokens per forward B (log x), one line per profile."""
+              height: int = 220, panels: bool = False):
+    """Engine steps per second vs tokens per forward B (log x), one line per profile.
+
+    ``panels``: one panel per profile, each with its own y scale and titled synthetic or measured (with what
+    it was measured on), each drawn over its own table only — a slow measured engine is not squashed under a
+    fast synthetic one, and nothing beyond a measurement is drawn as if measured."""
     import altair as alt
 
     profiles = [profiles] if isinstance(profiles, SPSProfile) else list(profiles)
-    df = sps_frame(profiles, bmax)
     names = [p.name for p in profiles]
+    if panels:
+        df = sps_frame(profiles, bmax, within_table=True)
+        pw = max(160, width // max(1, len(profiles)))
+        charts = []
+        for i, p in enumerate(profiles):
+            d = df[df.profile == p.name]
+            charts.append(alt.Chart(d).mark_line(strokeWidth=2, interpolate="linear").encode(
+                x=alt.X("B:Q", scale=alt.Scale(type="log", base=2), title="tokens per verify forward B (log)"),
+                y=alt.Y("sps:Q", title="engine steps / second SPS(B)" if i == 0 else None,
+                        scale=alt.Scale(zero=True)),
+                color=alt.Color("profile:N", scale=series_scale(names), legend=None),
+                tooltip=[alt.Tooltip("profile:N"), alt.Tooltip("B:Q"), alt.Tooltip("sps:Q", format=".1f"),
+                         alt.Tooltip("step_ms:Q", format=".2f", title="ms / step")],
+            ).properties(width=pw, height=height, title=alt.Title(p.name, subtitle=profile_source(p),
+                                                                   fontSize=12)))
+        return alt.hconcat(*charts, spacing=14).resolve_scale(y="independent").properties(title=alt.Title(
+            "Engine cost model, one panel per profile (own y scale)",
+            subtitle="extra verify tokens are free while SPS stays flat; where it falls, every token slows "
+                     "every request"))
+    df = sps_frame(profiles, bmax)
     return alt.Chart(df).mark_line(strokeWidth=2, interpolate="linear").encode(
         x=alt.X("B:Q", scale=alt.Scale(type="log", base=2), title="tokens per verify forward B (log scale)"),
         y=alt.Y("sps:Q", title="engine steps / second SPS(B)", scale=alt.Scale(zero=True)),
@@ -56,12 +92,14 @@ def _sched_parts(schedule: Schedule | Mapping[str, Any]) -> tuple[list[dict], in
 
 
 def admission_path_chart(schedule: Schedule | Mapping[str, Any], max_candidates: int | None = 120,
-                         tail: int = 15, width: int = 460):
+                         tail: int = 15, width: int = 460, mark_best: bool = False):
     """Algorithm 1, step by step: candidates (r, j) sorted by a_{r,j} (bottom), Θ if admitted so far (top),
     the start level Θ0 = R·SPS(R), and the stop point — the first candidate that did not raise Θ.
 
     ``schedule``: a scheduler.Schedule (explain=True) or a Round.schedule dict (lengths, path, stop_at).
     Drawn: the path up to the stop plus ``tail`` rejected candidates, at most ``max_candidates``.
+    ``mark_best``: also mark the highest Θ among the drawn candidates (where a search without the early stop,
+    the retrospective one, would end).
     """
     import altair as alt
     import pandas as pd
@@ -104,6 +142,16 @@ def admission_path_chart(schedule: Schedule | Mapping[str, Any], max_candidates:
                        sb.mark_text(align="right" if stop > 0.6 * len(df) else "left",
                                     dx=-12 if stop > 0.6 * len(df) else 12, dy=-12, fontSize=11, fontWeight="bold",
                                     color=OKABE_ITO["vermillion"], text="stop: Θ did not improve").encode(y=theta_y)]
+    if mark_best and len(df):
+        best = int(df.theta.idxmax())
+        df["is_best"] = [i == best for i in range(len(df))]
+        bb = alt.Chart(df).encode(x=x, tooltip=tips).transform_filter("datum.is_best")
+        left = best + 1 > 0.6 * len(df)
+        top_layers += [bb.mark_point(shape="diamond", size=220, strokeWidth=2.5, color=OKABE_ITO["blue"],
+                                     filled=False).encode(y=theta_y),
+                       bb.mark_text(align="right" if left else "left", dx=-12 if left else 12, dy=-16, fontSize=11,
+                                    fontWeight="bold", color=OKABE_ITO["blue"],
+                                    text=f"best Θ on the path (step {best + 1})").encode(y=theta_y)]
     top = alt.layer(*top_layers).properties(width=width, height=170)
     bottom = base.transform_calculate(s0="datum.step - 0.4", s1="datum.step + 0.4").mark_bar(
         stroke="#333333", strokeWidth=0.4).encode(

@@ -42,6 +42,9 @@ def test_fig2_text_values_sit_on_the_curves_read_off_the_figure():
             assert abs(curve[r["k"] - 1] - r["value"]) <= 0.03, r
         else:                                  # a value stated without a position lies within the curve's range
             assert min(curve) - 0.02 <= r["value"] <= max(curve) + 0.02, r
+    placed = {(r["drafter"], r["domain"], r["value"]): r["k_placed"] for r in paper.fig2_text_rows()}
+    assert placed[("dflash", "chat", 0.63)] == 3 and placed[("dflash", "code", 0.78)] == 7   # the curves' low points
+    assert placed[("dflash", "math", 0.88)] == 1                                             # a stated position stays
     rows = paper.fig2_read_rows()
     assert len(rows) == 3 * 3 * 7 and all(r["kind"] == "read off Fig. 2" for r in rows)
     assert all(r["kind"] == "text" for r in paper.fig2_text_rows())
@@ -147,6 +150,7 @@ def test_fig2_compare_leaves_out_positions_with_too_few_rounds():
     assert o.k.tolist() == [1, 2]                       # 40 rounds at risk at k = 1 and k = 2, 20 at k = 3: dropped
     assert o.n.tolist() == [40, 40] and (o.lo <= o.value).all() and (o.value <= o.hi).all()
     assert set(f.source) == {"ours", "paper, text value", "paper, ≈ read off Fig. 2"}
-    assert f[f.source == "paper, text value"].k.isna().sum() == 3
+    text = f[f.source == "paper, text value"]
+    assert text.k.isna().sum() == 3 and text.k_drawn.notna().all()
     spec = viz.fig2_compare_chart(f).to_dict()
     assert '"url"' not in json.dumps(spec)

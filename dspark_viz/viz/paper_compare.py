@@ -96,14 +96,15 @@ def table1_compare_chart(frame, width: int = 250, height: int = 220):
 
 
 # -- Fig. 2 --------------------------------------------------------------------------------------------------
-FIG2_COLUMNS = ["source", "drafter", "name", "domain", "k", "value", "n", "lo", "hi", "where"]
+FIG2_COLUMNS = ["source", "drafter", "name", "domain", "k", "k_drawn", "value", "n", "lo", "hi", "where"]
 
 
 def fig2_compare_frame(traces_by_drafter: Mapping[str, Trace | Sequence[Trace]], gamma: int | None = None,
                        min_n: int = 30):
     """Tidy DataFrame of conditional acceptance per (domain, k): ours with the rounds at risk n and the 95 %
     Wilson interval (positions with n < ``min_n`` are left out: too few rounds to draw as a value), the paper's
-    text values (k None where the text names no position) and its curves read off Fig. 2."""
+    text values (k None where the text names no position; ``k_drawn`` places them, ``paper.placed_k``) and its
+    curves read off Fig. 2."""
     import pandas as pd
 
     rows = []
@@ -114,29 +115,30 @@ def fig2_compare_frame(traces_by_drafter: Mapping[str, Trace | Sequence[Trace]],
                 if n < max(min_n, 1):
                     continue
                 lo, hi = metrics.wilson_interval(x, n)
-                rows.append(dict(source=OURS_LABEL, drafter=name, name=name, domain=dom, k=k, value=x / n, n=n,
-                                 lo=lo, hi=hi, where=None))
+                rows.append(dict(source=OURS_LABEL, drafter=name, name=name, domain=dom, k=k, k_drawn=k, value=x / n,
+                                 n=n, lo=lo, hi=hi, where=None))
     for r in paper.fig2_read_rows():
         rows.append(dict(source=PAPER_READ, drafter=_colour_key(r["drafter"]), name=r["label"], domain=r["domain"],
-                         k=r["k"], value=r["value"], n=None, lo=None, hi=None, where="read off the figure"))
+                         k=r["k"], k_drawn=r["k"], value=r["value"], n=None, lo=None, hi=None,
+                         where="read off the figure"))
     for r in paper.fig2_text_rows():
         rows.append(dict(source=PAPER_TEXT, drafter=_colour_key(r["drafter"]), name=r["label"], domain=r["domain"],
-                         k=r["k"], value=r["value"], n=None, lo=None, hi=None, where=r["where"]))
+                         k=r["k"], k_drawn=r["k_placed"], value=r["value"], n=None, lo=None, hi=None,
+                         where=r["where"]))
     return pd.DataFrame(rows, columns=FIG2_COLUMNS)
 
 
 def fig2_compare_chart(frame, width: int = 210, height: int = 210):
     """Per domain: our conditional acceptance (solid, 95 % bars), the paper's curves read off its Fig. 2 (dashed,
-    ≈) and the paper's text values at the position they name (diamonds; a value the text gives without a position
-    is drawn at k = 7, the block's end, hollow). One y axis from 0 to 1 so both scales show."""
+    ≈) and the paper's text values at the position they name (diamonds; a value the text gives without a position is
+    drawn hollow where the curve read off the figure comes closest). One y axis from 0 to 1 so both scales show."""
     import altair as alt
 
     order = ["dspark", "dspark-rnn", "dflash", "eagle"]
     drafters = [d for d in order if d in set(frame.drafter)] + sorted(set(frame.drafter) - set(order))
     df = frame.copy()
-    kmax = int(df.k.dropna().max()) if df.k.notna().any() else 7
-    df["k_drawn"] = df.k.fillna(kmax)
-    df["position"] = df.k.map(lambda k: "stated" if k == k and k is not None else "not stated (drawn at the end)")
+    kmax = int(df.k_drawn.max()) if len(df) else 7
+    df["position"] = df.k.map(lambda k: "stated" if k == k and k is not None else "not stated")
     domains = [d for d in ("math", "code", "chat") if d in set(df.domain)]
     color = alt.Color("drafter:N", scale=series_scale(drafters, DRAFTER_COLORS), title="drafter (colour = role)")
     x = alt.X("k_drawn:Q", title="draft position k", scale=alt.Scale(domain=[0.7, kmax + 0.3], nice=False),
@@ -165,7 +167,8 @@ def fig2_compare_chart(frame, width: int = 210, height: int = 210):
         "Conditional acceptance by position at T = 1: the paper's Fig. 2 (Qwen3-4B) beside ours",
         subtitle=["solid: ours with 95 % bars (positions with too few rounds at risk left out); "
                   "dashed: the paper's curves, ≈ read off Fig. 2",
-                  "diamonds: values the paper's text states (hollow: no position stated, drawn at k = 7)"]))
+                  "diamonds: values the paper's text states (hollow: no position stated; drawn where the dashed "
+                  "curve comes closest)"]))
 
 
 __all__ = ["table1_compare_frame", "table1_compare_chart", "fig2_compare_frame", "fig2_compare_chart",

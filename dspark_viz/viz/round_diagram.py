@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from ..trace import Round, Trace
-from .style import OKABE_ITO, display_token
+from .style import display_token
 
 STAGES = ("1 · target: anchor x0", "2 · parallel backbone: argmax U_k", "3 · sequential head: x_k from U_k + B_k",
           "4 · confidence head: c_k, a_k", "5 · scheduler: verify ℓ", "6 · target verifies", "7 · committed")

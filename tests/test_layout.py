@@ -94,7 +94,7 @@ def _within(mod: str, *prefixes: str) -> bool:
 # imports from every layer; moved.py maps earlier module names to their homes.
 P = "dspark_viz."
 CORE = tuple(P + m for m in ("settings", "records", "trace", "sampling", "protocol", "cost", "scheduler",
-                             "gate", "background", "calibration", "metrics", "exact", "decode"))
+                             "gate", "background", "calibration", "metrics", "exact", "decode", "paper"))
 MODEL = (P + "model", P + "fast")
 DRAFTERS = (P + "drafters",)
 DATA_IO = (P + "datasets",)

@@ -21,3 +21,8 @@ __all__ = [
     "load_budget_chart",
     "to_svg", "to_png", "save_png", "save_svg", "to_html", "mime_bundle", "enable_notebook_renderer",
 ]
+from .paper_compare import fig2_compare_chart, fig2_compare_frame, table1_compare_chart, table1_compare_frame
+from .round_diagram import round_diagram, round_diagram_frame
+
+__all__ += ["round_diagram", "round_diagram_frame", "table1_compare_frame", "table1_compare_chart",
+            "fig2_compare_frame", "fig2_compare_chart"]

@@ -1,8 +1,8 @@
 """The wall-clock of one speculative round's parts on this machine: a draft, a verify at each ℓ, a plain step.
 
-Legend: γ block size, ℓ verified drafts (0 … γ), t_draft one proposal of γ drafts, t_verify(ℓ) one target forward
-over the anchor and ℓ drafts (ℓ + 1 tokens), t_plain one plain decoding step (a one-token forward), ctx the
-tokens already in the cache.
+Legend: γ block size, ℓ verified drafts (0 … γ), t_draft one proposal of γ drafts, t_verify(ℓ) one target
+forward over the anchor and ℓ drafts (ℓ + 1 tokens), t_plain one plain decoding step (a one-token forward), ctx
+the tokens already in the cache.
 
 ``measure_round_times(target, drafter)`` times each part as the decode loop runs it (decode.py): the drafter's
 ``propose`` after a ctx-token context; the verify forward with the layer features the drafter reads and, at

@@ -81,7 +81,8 @@ def gain_frame(times: Mapping[str, object], acceptance: Mapping[str, np.ndarray]
     """Tidy table for the charts: one row per (machine, acceptance, ℓ ≥ 1) with the round's times (ms), E[n | ℓ],
     the gain and whether ℓ is that curve's best.
 
-    ``times``: machine label → round_timing.RoundTimes; ``acceptance``: label → E[n | ℓ] (``expected_committed``)."""
+    ``times``: machine label → round_timing.RoundTimes; ``acceptance``: label → E[n | ℓ]
+    (``expected_committed``)."""
     import pandas as pd
 
     rows = []

@@ -29,7 +29,7 @@ def round_cost_chart(df, width: int = 260, height: int = 220, subtitle: str | li
     parts = pd.DataFrame(rows)
     parts["one"] = 1.0
     bars = alt.Chart().mark_bar(width={"band": 0.7}).encode(
-        x=alt.X("ell:O", title="verified drafts ℓ"),
+        x=alt.X("ell:O", title="verified drafts ℓ", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("steps:Q", stack="zero", title="round time ÷ one plain step"),
         color=alt.Color("part:N", scale=series_scale(list(PART_COLORS), PART_COLORS), title="part of the round",
                         sort=list(PART_COLORS)),
@@ -55,7 +55,7 @@ def speculation_gain_chart(df, width: int = 260, height: int = 220, subtitle: st
     data = df.assign(one=1.0, point=df.best.map({True: "best ℓ of the line", False: "other ℓ"}))
     lo, hi = min(float(df.gain.min()), 1.0), max(float(df.gain.max()), 1.0)
     color = alt.Color("acceptance:N", scale=series_scale(sources), title="acceptance from",
-                      legend=alt.Legend(orient="bottom", direction="vertical"))
+                      legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=420))
     base = alt.Chart().encode(
         x=alt.X("ell:Q", title="verified drafts ℓ", axis=alt.Axis(values=sorted(set(df.ell)), format="d")),
         y=alt.Y("gain:Q", title="speculation gain (× plain decoding, log scale)",

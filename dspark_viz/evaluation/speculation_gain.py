@@ -11,7 +11,9 @@ commits one token per step of t_plain, so on the same engine
 
 and speculating at ℓ pays exactly when gain(ℓ) > 1. ``expected_committed`` reads E[n | ℓ] for every ℓ off
 recorded rounds that verified their whole block (a round's acceptance of slot k does not depend on how many
-slots after k were verified, so one full-block round answers every ℓ ≤ γ).
+slots after k were verified, so one full-block round answers every ℓ ≤ γ). A round that accepted a stop token
+ends without a bonus, so E[n | ℓ] falls short of 1 + Σ_{k≤ℓ} a_k by the share of such rounds among those that
+reach it.
 
 Pure functions of traces and numbers; no model, no clock.
 """

@@ -77,6 +77,7 @@ def test_best_length_agrees_with_the_hybrid_drafters_rate():
 def test_verdict_names_the_direction_and_the_ratio():
     assert "faster" in sg.verdict(1.25) and "×1.25" in sg.verdict(1.25)
     assert "slower" in sg.verdict(0.8) and "×0.80" in sg.verdict(0.8)
+    assert "×0.996" in sg.verdict(0.996) and "×1.004" in sg.verdict(1.004)     # no "slower … ×1.00"
     with pytest.raises(ValueError):
         sg.verdict(0.0)
 

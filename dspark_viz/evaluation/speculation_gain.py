@@ -104,9 +104,10 @@ def verdict(ratio: float, what: str = "speculation with the shipped drafter") ->
     """One sentence on a speed ratio against plain decoding (``ratio`` = speculative tokens/s ÷ plain tokens/s)."""
     if not ratio > 0:
         raise ValueError(f"a speed ratio must be > 0, got {ratio}")
+    x = f"×{ratio:.2f}" if round(ratio, 2) != 1 else f"×{ratio:.3f}"      # never "slower … ×1.00"
     if ratio >= 1:
-        return f"{what} is faster than plain decoding, by ×{ratio:.2f}."
-    return f"{what} is slower than plain decoding: it runs at ×{ratio:.2f} of plain decoding's speed."
+        return f"{what} is faster than plain decoding, by {x}."
+    return f"{what} is slower than plain decoding: it runs at {x} of plain decoding's speed."
 
 
 __all__ = ["best_length", "break_even_survival", "committed_at", "expected_committed", "full_block_rounds", "gain",

@@ -109,3 +109,16 @@ def peak_rss_mb() -> float | None:
     except OSError:
         return None
     return round(kb / 1024 if sys.platform != "darwin" else kb / 2 ** 20, 1)
+
+
+def course_stamp() -> str:
+    """One line for a notebook's stored outputs: the CPU, its vector instructions, torch, threads and whether the
+    CPU fast path is on — the facts that change a notebook's measured numbers."""
+    from ..fast import kernels, lean
+
+    cpu, flags = tune.cpu_model_and_flags()
+    isa = ("AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2") + (
+        " + BF16" if {"avx512_bf16", "amx_bf16"} & set(flags) else "")
+    fast = "on" if kernels.enabled() and lean.enabled() and lean.fused_enabled() else "off"
+    return (f"computed on {cpu} ({isa}), {os.cpu_count()} cores, torch {torch.__version__}, "
+            f"{torch.get_num_threads()} thread(s), CPU fast path {fast}")

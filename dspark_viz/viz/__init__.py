@@ -4,6 +4,7 @@ No algorithm lives here: numbers come from metrics, calibration, scheduler and s
 """
 from .acceptance import acceptance_chart, acceptance_frame, tau_frame, tau_table_chart
 from .calibration import reliability_diagram, reliability_frame, threshold_sweep_chart
+from .load import concurrency_chart
 from .logits import logit_decomposition, logit_frame
 from .render import enable_notebook_renderer, mime_bundle, save_png, save_svg, to_html, to_png, to_svg
 from .rounds import round_frame, round_view
@@ -17,5 +18,6 @@ __all__ = [
     "logit_decomposition", "logit_frame",
     "reliability_diagram", "reliability_frame", "threshold_sweep_chart",
     "sps_chart", "sps_frame", "admission_path_chart", "chosen_lengths_chart", "frontier_chart", "budget_chart",
+    "concurrency_chart",
     "to_svg", "to_png", "save_png", "save_svg", "to_html", "mime_bundle", "enable_notebook_renderer",
 ]

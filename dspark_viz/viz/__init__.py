@@ -10,6 +10,7 @@ from .render import enable_notebook_renderer, mime_bundle, save_png, save_svg, t
 from .rounds import round_frame, round_view
 from .serving import admission_path_chart, budget_chart, chosen_lengths_chart, frontier_chart, sps_chart, sps_frame
 from .tokens import legend_html, strip_frame, token_strip_chart, token_strip_html
+from .training import loss_curve_chart, loss_frame
 
 __all__ = [
     "token_strip_html", "token_strip_chart", "strip_frame", "legend_html",
@@ -18,6 +19,6 @@ __all__ = [
     "logit_decomposition", "logit_frame",
     "reliability_diagram", "reliability_frame", "threshold_sweep_chart",
     "sps_chart", "sps_frame", "admission_path_chart", "chosen_lengths_chart", "frontier_chart", "budget_chart",
-    "concurrency_chart",
+    "concurrency_chart", "loss_curve_chart", "loss_frame",
     "to_svg", "to_png", "save_png", "save_svg", "to_html", "mime_bundle", "enable_notebook_renderer",
 ]

@@ -63,7 +63,7 @@ DRAFTER_COLORS = {
 POLICY_COLORS = {
     "hardware-aware": OKABE_ITO["vermillion"], "async-global": OKABE_ITO["purple"],
     "hardware-aware+floor": OKABE_ITO["sky"],
-    "retrospective": OKABE_ITO["yellow"], "fixed-1": OKABE_ITO["black"],
+    "retrospective": OKABE_ITO["yellow"], "fixed-1": OKABE_ITO["black"], "fixed-0": OKABE_ITO["grey"],
 }
 STAGE_COLORS = {"before STS": OKABE_ITO["grey"], "after STS": OKABE_ITO["vermillion"]}
 OUTCOME_COLORS = {"accepted": OKABE_ITO["green"], "rejected": OKABE_ITO["vermillion"]}

@@ -9,7 +9,7 @@ import pytest
 
 from dspark_viz import calibration as cal
 from dspark_viz.evaluation import calibration_checks as cc
-from dspark_viz.evaluation import paper_figs56 as paper
+from dspark_viz.paper import figs56 as paper
 
 
 def test_position_events_counts_both_events_on_verified_rows():

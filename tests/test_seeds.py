@@ -9,7 +9,7 @@ import pytest
 
 from dspark_viz import viz
 from dspark_viz.cost import gpu_like
-from dspark_viz.datasets import paper_figs78 as p78
+from dspark_viz.paper import figs78 as p78
 from dspark_viz.datasets.synthetic import paper_scale_traces
 from dspark_viz.serving.seeds import (BEST_FIXED, Interval, headline_seeds, interval, ratio_seeds, summarize,
                                       sweep_seeds, t975)

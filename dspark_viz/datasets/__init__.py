@@ -3,5 +3,4 @@
 - ``prompts``    JSONL prompt files (``{"turns": [...], "domain"?: ...}`` a line), the shipped suites;
 - ``traces``     many Traces in one compact ``.json.gz`` bundle: the shipped recordings the course and app replay;
 - ``synthetic``  made-up rounds with a known acceptance law, for the serving notebooks and tests;
-- ``paper_figs78`` the paper's serving numbers (§5.4, Figs. 7 and 8), from its text or read off its figures.
 """

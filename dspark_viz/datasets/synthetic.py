@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..paper import FIG2_READ
 from ..trace import DraftToken, Round, Trace
 
 # domain → (mean first-slot acceptance, Beta concentration, per-position decay): code drafts best, chat worst
@@ -70,19 +71,9 @@ def synthetic_traces(n: int = 12, n_rounds: int = 40, gamma: int = 7, seed: int 
 
 
 # -- a SYNTHETIC drafter at the paper's scale ---------------------------------------------------------------
-# Conditional acceptance P(x_k ok | x_<k ok) at k = 1…7, read off the paper's Fig. 2 (Qwen3-4B target, averaged over
-# each domain's benchmarks) to about ±0.01. Nothing here was measured by this package.
-PAPER_FIG2 = {
-    "dspark": {"math": (0.906, 0.890, 0.888, 0.886, 0.887, 0.891, 0.883),
-               "code": (0.887, 0.873, 0.861, 0.861, 0.859, 0.860, 0.852),
-               "chat": (0.736, 0.739, 0.741, 0.745, 0.759, 0.766, 0.762)},
-    "dflash": {"math": (0.885, 0.827, 0.820, 0.834, 0.842, 0.839, 0.828),
-               "code": (0.866, 0.815, 0.797, 0.801, 0.810, 0.802, 0.777),
-               "chat": (0.718, 0.648, 0.640, 0.662, 0.683, 0.692, 0.688)},
-    "eagle3": {"math": (0.811, 0.824, 0.839, 0.845, 0.851, 0.856, 0.851),
-               "code": (0.771, 0.774, 0.781, 0.792, 0.787, 0.794, 0.784),
-               "chat": (0.534, 0.590, 0.643, 0.679, 0.709, 0.730, 0.734)},
-}
+# Conditional acceptance P(x_k ok | x_<k ok) at k = 1…7, read off the paper's Fig. 2 (Qwen3-4B target,
+# averaged over each domain's benchmarks) to about ±0.01 (``paper.FIG2_READ``). Nothing here was measured.
+PAPER_FIG2 = FIG2_READ
 PAPER_SCALE_LABEL = "paper-scale {drafter} (SYNTHETIC: the paper's Fig. 2 curves, no model)"
 
 

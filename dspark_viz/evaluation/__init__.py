@@ -11,5 +11,6 @@ Legend: γ block size, ℓ verification length, τ mean committed tokens per rou
 - ``dtype_choice``   the CPU dtype this machine decodes fastest at, measured once and kept;
 - ``calibration_checks`` the events behind each calibration statistic, the AUROC's standard error, STS's objective
                      per position and temperatures at the grid's ends (notebook 03);
-- ``paper_figs56``   the paper's values of Fig. 5 (threshold sweep) and Fig. 6 (reliability), set beside ours.
+- ``round_timing``   a round's parts timed on this machine: the draft, the verify at each ℓ, a plain step;
+- ``speculation_gain`` the paper's Eq. 1 per ℓ: expected committed tokens against a round's time (notebook 07).
 """

@@ -1,5 +1,6 @@
-"""The paper's published numbers that the course sets beside its own: Table 1 and Fig. 2 of DSpark
-(arXiv 2607.05147). Pure data and arithmetic on it; imports nothing from the package.
+"""The paper's published numbers that the course sets beside its own (DSpark, arXiv 2607.05147). Pure data and
+arithmetic on it; imports nothing from the package. Here: Table 1 and Fig. 2; ``figs56``: Fig. 5 (threshold
+sweep) and Fig. 6 (reliability); ``figs78``: §5.4's serving results, Figs. 7 and 8.
 
 Two kinds of value, kept apart:
 - *text* values are printed in the paper (Table 1, the numbers its §4.2 and §4.3.1 quote): cite them as they are;

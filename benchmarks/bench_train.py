@@ -39,6 +39,17 @@ except ImportError:
         return torch.optim.AdamW(params, lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay)
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux), else what platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def read_cache(folder: str, limit: int = 400) -> list[dict]:
     """The first ``limit`` usable sequences of a feature cache (dspark_viz/train/data.py's shard layout)."""
     index = json.loads((Path(folder) / "index.json").read_text())
@@ -102,7 +113,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 done[p] += step(p)
                 times[p].append(time.perf_counter() - t0)
-    res = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(), "algo": a.algo,
+    res = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "algo": a.algo,
            "n_layers": a.n_layers, "blocks_per_seq": tc.blocks_per_seq, "seqs_per_step": tc.seqs_per_step,
            "results": {p: {"median_ms": round(1000 * statistics.median(t), 1),
                            "positions_per_step": round(done[p] / len(t)),

@@ -76,6 +76,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--blocks-per-seq", type=int, default=None, help="default: the trainer's")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--profile", action="store_true", help="profile two steps (torch.profiler) and print the top ops")
     ap.add_argument("--against", default=None, metavar="OLD_CHECKOUT",
                     help="alternate with an older checkout's trainer, one process per repeat each")
     a = ap.parse_args()
@@ -107,6 +108,15 @@ def main() -> None:
 
     for p in precs:
         step(p)                                              # warm-up
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        for p in precs:
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                step(p)
+                step(p)
+            print(f"== {p}\n" + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+        return
     for _ in range(a.repeats):
         for p in precs:
             for _ in range(a.steps):

@@ -44,6 +44,38 @@ def test_sample_rows_stops_and_keeps_rows_apart(toy):
         sample_rows(toy, [[]], 1.0, 4, g)
 
 
+def test_growing_cache_holds_what_a_dynamic_cache_holds():
+    from transformers import DynamicCache
+
+    from dspark_viz.train.sample import GrowingCache
+    g = torch.Generator().manual_seed(0)
+    grow, dyn = GrowingCache(), DynamicCache()
+    for q in (5, 1, 1, 70, 1):                                    # past the first capacity (64), then doubling
+        k, v = torch.randn(4, 2, q, 8, generator=g), torch.randn(4, 2, q, 8, generator=g)
+        for c in (grow, dyn):
+            kk, vv = c.update(k, v, 0)
+        assert torch.equal(kk, dyn.layers[0].keys) and torch.equal(grow.layers[0].values, dyn.layers[0].values)
+    keep = torch.tensor([0, 2, 3])
+    grow.batch_select_indices(keep)
+    dyn.batch_select_indices(keep)
+    assert grow.get_seq_length() == dyn.get_seq_length() == 78
+    assert torch.equal(grow.layers[0].keys, dyn.layers[0].keys)
+
+
+def test_sample_rows_compacts_finished_rows_without_changing_any(toy, monkeypatch):
+    """Rows finishing at different steps: compacting the batch after every finished row, never, or by default
+    gives the same samples (one uniform per original row and step, whatever the batch holds)."""
+    from dspark_viz.train import sample
+    prompts = [[1 + i, 2 + (i * 7) % 20, 3 + (i * 3) % 25] for i in range(16)]
+    runs = []
+    for at in (1, 10 ** 9, sample.COMPACT_AT):
+        monkeypatch.setattr(sample, "COMPACT_AT", at)
+        runs.append(sample_rows(toy, prompts, 4.0, 40, torch.Generator().manual_seed(3)))
+    assert runs[0] == runs[1] == runs[2]
+    lengths = {len(r) for r in runs[0]}
+    assert len(lengths) > 3 and min(lengths) < 40            # rows did finish at different steps
+
+
 def test_clean_filters():
     assert magpie.clean("What is the sum of 17 and 25, and how do I check it?") is not None
     assert magpie.clean("too short") is None

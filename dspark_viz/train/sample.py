@@ -2,17 +2,72 @@
 
 Legend: B rows in the batch, b rows still live, L longest prompt, V vocabulary.
 
-Rows are left-padded; a row leaves the batch as soon as it emits a stop token, so no step is spent on
-finished rows. Settings are explicit (the temperature; no top-p or top-k truncation); nothing is taken from the model's own
+Rows are left-padded. A finished row (it emitted a stop token) is carried along, its output ignored, until an
+eighth of the batch has finished; then the batch is compacted — dropping rows copies the whole cache, so it is
+done a few times per batch rather than once per finished row. The cache grows by doubling (``GrowingCache``):
+appending a step writes in place, where transformers' DynamicCache concatenates the whole cache every step.
+Settings are explicit (the temperature; no top-p or top-k truncation); nothing is taken from the model's own
 generation defaults.
 """
 from __future__ import annotations
 
 import torch
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer
 
 
-def next_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> torch.Tensor:
-    """One token per row from ``softmax(logits / T)``; T = 0 is greedy. logits (b, V) → (b,) token ids.
+COMPACT_AT = 8                     # compact the batch once 1/8 of its rows have finished
+
+
+class GrowingLayer(DynamicLayer):
+    """One layer's keys and values in buffers (b, H, capacity, D) that double when full; ``keys`` / ``values``
+    are views of the first n positions (what DynamicLayer holds as whole tensors)."""
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        super().lazy_initialization(key_states, value_states)
+        self._k = self._v = None
+        self._n = 0
+
+    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.keys, self.values = self._k[..., : self._n, :], self._v[..., : self._n, :]
+        return self.keys, self.values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n, q = self._n, key_states.shape[-2]
+        if self._k is None or n + q > self._k.shape[-2]:
+            cap = max(2 * n, n + q, 64)
+            k = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])      # (b, H, cap, D)
+            v = value_states.new_empty(*value_states.shape[:-2], cap, value_states.shape[-1])
+            if n:
+                k[..., :n, :], v[..., :n, :] = self._k[..., :n, :], self._v[..., :n, :]
+            self._k, self._v = k, v
+        self._k[..., n:n + q, :] = key_states
+        self._v[..., n:n + q, :] = value_states
+        self._n = n + q
+        return self._views()
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self._n:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self._views()
+
+    def crop(self, tokens_to_remove: int) -> None:
+        super().crop(tokens_to_remove)
+        self._n = self.keys.shape[-2] if self.is_initialized and self.keys is not None else 0
+
+
+class GrowingCache(DynamicCache):
+    """A DynamicCache of GrowingLayers: the same interface, no per-step copy of the cache."""
+
+    def __init__(self):
+        Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
+
+
+def next_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator,
+                u: torch.Tensor | None = None) -> torch.Tensor:
+    """One token per row from ``softmax(logits / T)``; T = 0 is greedy. logits (b, V) → (b,) token ids;
+    ``u`` (b,): the rows' uniforms in [0, 1), drawn from ``generator`` when not given.
 
     The draw inverts the cumulative distribution (one uniform per row): exact, and on a CPU far cheaper
     than ``torch.multinomial`` or a sort over a 49k vocabulary (which would cost more than the forward)."""
@@ -20,7 +75,9 @@ def next_tokens(logits: torch.Tensor, temperature: float, generator: torch.Gener
         return logits.argmax(-1)
     p_target = torch.softmax(logits.float() / temperature, -1)                          # (b, V)
     cdf = p_target.cumsum(-1)                                                            # (b, V)
-    u = torch.rand(cdf.shape[0], 1, generator=generator, device=cdf.device) * cdf[:, -1:]
+    if u is None:
+        u = torch.rand(cdf.shape[0], generator=generator)
+    u = u.to(cdf.device)[:, None] * cdf[:, -1:]
     return torch.searchsorted(cdf, u)[:, 0].clamp_max(cdf.shape[-1] - 1)
 
 
@@ -36,24 +93,28 @@ def sample_rows(target, prompts: list[list[int]], temperature: float, max_new_to
     inp = torch.tensor([[pad] * (L - len(x)) + x for x in prompts], device=dev)         # (B, L)
     att = torch.tensor([[0] * (L - len(x)) + [1] * len(x) for x in prompts], device=dev)
     pos = (att.cumsum(-1) - 1).clamp_min(0)
-    cache = target.new_cache()
+    cache = GrowingCache()
     out = model(input_ids=inp, attention_mask=att, position_ids=pos, cache=cache, use_cache=True,
                 logits_to_keep=1)
-    live = torch.arange(B)                                   # original row of each live batch row
+    live = torch.arange(B)                                   # original row of each batch row
+    alive = torch.ones(B, dtype=torch.bool)                  # batch rows still sampling
     resp: list[list[int]] = [[] for _ in range(B)]
     p_last = pos[:, -1:]
     stops = torch.tensor(sorted(target.stop_ids), device=dev) if target.stop_ids else None
     for _ in range(max_new_tokens):
-        nxt = next_tokens(out.logits[:, -1], temperature, generator)             # (b,)
-        for row, t in zip(live.tolist(), nxt.tolist()):
-            resp[row].append(t)
+        u = torch.rand(B, generator=generator)[live]        # one uniform per original row: the draws do not
+        nxt = next_tokens(out.logits[:, -1], temperature, generator, u)           # depend on compaction; (b,)
+        for row, t, a in zip(live.tolist(), nxt.tolist(), alive.tolist()):
+            if a:
+                resp[row].append(t)
         done = torch.isin(nxt, stops) if stops is not None else torch.zeros_like(nxt, dtype=torch.bool)
-        if bool(done.all()):
+        alive &= ~done.cpu()
+        if not bool(alive.any()):
             break
-        if bool(done.any()):
-            k = (~done).nonzero()[:, 0]
+        if int((~alive).sum()) * COMPACT_AT >= len(alive):  # compact: 1/COMPACT_AT of the batch has finished
+            k = alive.nonzero()[:, 0]
             cache.batch_select_indices(k.to(dev))
-            live, nxt, att, p_last = live[k.cpu()], nxt[k], att[k], p_last[k]
+            live, nxt, att, p_last, alive = live[k], nxt[k.to(dev)], att[k.to(dev)], p_last[k.to(dev)], alive[k]
         att = torch.cat([att, torch.ones(len(live), 1, dtype=att.dtype, device=dev)], 1)
         p_last = p_last + 1
         out = model(input_ids=nxt[:, None], attention_mask=att, position_ids=p_last, cache=cache,

@@ -61,6 +61,7 @@ def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--max-seqs", type=int, default=None, help="use only the first N cached sequences "
                     "(a fixed data budget while generation grows the cache)")
     ap.add_argument("--n-layers", type=int, default=None, help="draft layers (default 1)")
+    ap.add_argument("--gamma", type=int, default=None, help="block size γ (default 7)")
     ap.add_argument("--draft-vocab", type=int, default=None)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--target", default=None, help="a local HF causal-LM folder or .gguf (default: embedded SmolLM2)")
@@ -78,7 +79,8 @@ def run_train(a: argparse.Namespace) -> None:
     target = load_target(a.target, dtype="fp32")  # training runs in fp32 (CUDA when there is one)
     tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
                      ckpt_every=a.ckpt_every, precision=a.precision)
-    over = {k: v for k, v in (("n_layers", a.n_layers), ("draft_vocab", a.draft_vocab)) if v is not None}
+    over = {k: v for k, v in (("n_layers", a.n_layers), ("gamma", a.gamma),
+                                                   ("draft_vocab", a.draft_vocab)) if v is not None}
     data = Path(a.data) if a.data else default_data_dir()
     if len(algos) > 1:
         root = Path(a.run_dir) if a.run_dir else cache_dir() / "runs"

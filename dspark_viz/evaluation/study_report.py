@@ -1,0 +1,134 @@
+"""Read the scaling studies' cells (benchmarks/studies.py → docs/studies/*.json) into tables and markdown.
+
+A cell is one trained drafter configuration: algo, layers (depth D), gamma (γ), max_seqs (sequences of the corpus
+it trained on), steps; with its full-block τ on the evaluation prompts, per-slot conditional acceptance, the
+trainer's held-out curve (val_curve: step, τ_est, acc1) and its training budget. ``latency.json`` holds the
+draft and verify times per γ, all on one path.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style"}
+
+
+def load_cells(folder: str | Path) -> list[dict]:
+    """Every cell JSON of ``folder`` (latency.json excluded), sorted by name."""
+    folder = Path(folder)
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json")) if p.name != "latency.json"]
+
+
+def load_latency(folder: str | Path) -> dict | None:
+    p = Path(folder) / "latency.json"
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def cells_frame(cells: list[dict]) -> pd.DataFrame:
+    """One row per cell: algo, label, layers, gamma, max_seqs, data_tokens, steps, tau, acc1, tau_est (last
+    checkpoint), minutes."""
+    rows = []
+    for c in cells:
+        curve = c.get("val_curve") or [{}]
+        acc = c.get("conditional_acceptance") or [None]
+        tr = c.get("train") or {}
+        rows.append(dict(name=c["name"], algo=c["algo"], label=LABEL.get(c["algo"], c["algo"]), layers=c["layers"],
+                         gamma=c["gamma"], max_seqs=c["max_seqs"], data_tokens=tr.get("data_tokens"),
+                         steps=c["steps"], tau=c["tau"], acc1=acc[0], tau_est=curve[-1].get("tau_est"),
+                         minutes=tr.get("minutes"), n_prompts=c.get("n_prompts"),
+                         temperature=c.get("temperature"), max_new_tokens=c.get("max_new_tokens")))
+    return pd.DataFrame(rows)
+
+
+def study_frame(cells: list[dict], study: str) -> pd.DataFrame:
+    """The cells of one study, selected by the study's fixed settings (depth: γ = 8; gamma: D = 1; data: DSpark-Markov
+    D = 1, γ = 8, every corpus size), the most common training budget when several exist."""
+    df = cells_frame(cells)
+    if df.empty:
+        return df
+    if study == "depth":
+        df = df[(df.gamma == 8) & df.algo.isin(["dspark", "dflash"])]
+    elif study == "gamma":
+        df = df[(df.layers == 1) & df.algo.isin(["dspark", "dspark-rnn", "dflash"])]
+    elif study == "data":
+        df = df[(df.layers == 1) & (df.gamma == 8) & (df.algo == "dspark")]
+    else:
+        raise ValueError(f"unknown study {study!r}: depth, gamma or data")
+    if df.empty:
+        return df
+    steps = df.steps.mode().iloc[0]
+    df = df[df.steps == steps]
+    if study != "data":
+        df = df[df.max_seqs == df.max_seqs.mode().iloc[0]]
+    return df.sort_values(["algo", "layers", "gamma", "max_seqs"]).reset_index(drop=True)
+
+
+def curves_frame(cells: list[dict]) -> pd.DataFrame:
+    """Long format of every cell's held-out curve: name, algo, layers, gamma, max_seqs, step, tau_est, acc1."""
+    rows = []
+    for c in cells:
+        for r in c.get("val_curve") or []:
+            rows.append(dict(name=c["name"], algo=c["algo"], label=LABEL.get(c["algo"], c["algo"]),
+                             layers=c["layers"], gamma=c["gamma"], max_seqs=c["max_seqs"], step=r["step"],
+                             tau_est=r.get("tau_est"), acc1=r.get("acc1")))
+    return pd.DataFrame(rows)
+
+
+def _table(df: pd.DataFrame, cols: list[tuple[str, str, str]]) -> list[str]:
+    lines = ["| " + " | ".join(h for h, _, _ in cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(("—" if pd.isna(r[c]) else format(r[c], f))
+                                       for _, c, f in cols) + " |")
+    return lines
+
+
+def studies_markdown(folder: str | Path) -> str:
+    """docs/studies.md: one section per study with its cells, curves (τ_est by checkpoint) and the latency panel."""
+    cells = load_cells(folder)
+    out = ["# Scaling studies", "",
+           "Written by `python benchmarks/studies.py --write-only` from the cells in [`studies/`](studies) "
+           "(each names its command settings, machine and training budget). Every drafter of a study is trained with "
+           "the same recipe, steps, sequences per step and blocks per sequence on the first N sequences of one feature "
+           "cache — a reduced budget next to the shipped drafters' — then decodes the project's evaluation prompts "
+           "(held out from the corpus) with full-block verification (ℓ = γ). τ: committed tokens per round; acc₁: "
+           "conditional acceptance at slot 1; τ_est: the trainer's teacher-forced estimate on its held-out split at "
+           "the last checkpoint.", ""]
+    if not cells:
+        return "\n".join(out + ["No cells yet: run `python benchmarks/studies.py --study depth --data CACHE`.", ""])
+    cols = [("drafter", "label", "s"), ("D", "layers", "d"), ("γ", "gamma", "d"), ("sequences", "max_seqs", "d"),
+            ("answer tokens", "data_tokens", ",.0f"), ("steps", "steps", "d"), ("τ", "tau", ".3f"),
+            ("acc₁", "acc1", ".3f"), ("τ_est", "tau_est", ".3f"), ("train min", "minutes", ".1f")]
+    titles = {"depth": "Depth (the paper's Fig. 3): D = 1, 2, 3 at γ = 8",
+              "gamma": "Block size (the paper's Fig. 4): γ = 4, 8, 12, 16 at D = 1",
+              "data": "Corpus size: DSpark-Markov, D = 1, γ = 8"}
+    for study, title in titles.items():
+        df = study_frame(cells, study)
+        if df.empty:
+            continue
+        r0 = df.iloc[0]
+        out += [f"## {title}", "",
+                f"{int(r0.n_prompts)} evaluation prompts, T = {r0.temperature:g}, {int(r0.max_new_tokens)} new tokens "
+                f"each, seed 0 for every drafter.", ""]
+        out += _table(df, cols) + [""]
+        cur = curves_frame([c for c in cells if c["name"] in set(df.name)])
+        if not cur.empty:
+            piv = cur.pivot_table(index="step", columns="name", values="tau_est")
+            out += ["Held-out τ_est by step:", "", "| step | " + " | ".join(piv.columns) + " |",
+                    "|---|" + "---|" * len(piv.columns)]
+            for step, row in piv.iterrows():
+                out.append(f"| {step} | " + " | ".join("—" if pd.isna(v) else f"{v:.3f}" for v in row) + " |")
+            out.append("")
+    lat = load_latency(folder)
+    if lat and lat.get("rows"):
+        out += ["## Latency per γ (Fig. 4's right panel)", "",
+                f"`python benchmarks/studies.py --latency`: one draft of γ tokens and one verify forward over γ + 1 "
+                f"tokens after a 128-token context, median of the timed repeats, every γ on one path: {lat['path']}, "
+                f"{lat['dtype']}, {lat['machine']}.", "",
+                "| drafter | γ | draft ms | verify ms (γ + 1 tokens) | plain step ms |", "|---|---|---|---|---|"]
+        for r in lat["rows"]:
+            out.append(f"| {LABEL.get(r['algo'], r['algo'])} | {r['gamma']} | {r['t_draft'] * 1e3:.1f} | "
+                       f"{r['t_verify_full'] * 1e3:.1f} | {r['t_plain'] * 1e3:.1f} |")
+        out.append("")
+    return "\n".join(out)

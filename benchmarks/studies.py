@@ -31,9 +31,10 @@ sys.path.insert(0, str(ROOT))
 
 OUT = ROOT / "docs" / "studies"
 STUDIES = {
-    "depth": dict(algos=["dspark", "dflash"], layers=[1, 2, 3], gammas=[8]),
-    "gamma": dict(algos=["dspark", "dspark-rnn", "dflash"], layers=[1], gammas=[4, 8, 12, 16]),
-    "data": dict(algos=["dspark"], layers=[1], gammas=[8]),
+    "depth": dict(algos=["dspark", "dflash"], layers=[1, 2, 3], gammas=[7]),
+    # the paper's Fig. 4 counts the anchor: draft lengths 4, 8, 12, 16 are γ = 3, 7, 11, 15
+    "gamma": dict(algos=["dspark", "dspark-rnn", "dflash"], layers=[1], gammas=[3, 7, 11, 15]),
+    "data": dict(algos=["dspark"], layers=[1], gammas=[7]),
 }
 LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style"}
 STOCK_ENV = {"DSPARK_SKINNY": "0", "DSPARK_PACKED_GQA": "0", "DSPARK_FUSED_LAYERS": "0", "DSPARK_LEAN_LAYERS": "0"}
@@ -185,12 +186,16 @@ def main(argv=None) -> None:
     ap.add_argument("--latency", action="store_true")
     ap.add_argument("--write-only", action="store_true")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--out", default=None, help="cell folder (default docs/studies; the markdown is written only there)")
     a = ap.parse_args(argv)
+    global OUT
+    OUT = Path(a.out) if a.out else OUT
     if a.latency:
         latency(a)
     elif a.study and not a.write_only:
         run(a)
-    write_markdown()
+    if OUT == ROOT / "docs" / "studies":
+        write_markdown()
 
 
 if __name__ == "__main__":

@@ -154,3 +154,14 @@ def test_fig2_compare_leaves_out_positions_with_too_few_rounds():
     assert text.k.isna().sum() == 3 and text.k_drawn.notna().all()
     spec = viz.fig2_compare_chart(f).to_dict()
     assert '"url"' not in json.dumps(spec)
+
+
+def test_figs34_draft_lengths_count_the_anchor():
+    from dspark_viz.paper import figs34
+
+    s = figs34.FIG4_SETUP
+    assert tuple(g + 1 for g in s["gammas"]) == s["draft_lengths"]
+    assert set(figs34.FIG4_GAIN_PRINTED) == {"math", "code", "chat"}
+    for gains in figs34.FIG4_GAIN_PRINTED.values():            # the gap widens with the draft length (§4.3.2)
+        assert list(gains) == [8, 12, 16] and list(gains.values()) == sorted(gains.values())
+    assert figs34.FIG3_SETUP["gamma"] == 7 == s["gammas"][1]

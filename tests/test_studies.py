@@ -22,14 +22,14 @@ def _write(tmp_path, cells, latency=None):
 
 
 def test_study_selection(tmp_path):
-    cells = _write(tmp_path, [_cell("dspark", L, 8, tau=1.4 + 0.1 * L) for L in (1, 2, 3)]
-                   + [_cell("dflash", 1, 8), _cell("dspark", 1, 4), _cell("dspark-rnn", 1, 12),
-                      _cell("dspark", 1, 8, max_seqs=3600, tau=1.7)])
+    cells = _write(tmp_path, [_cell("dspark", L, 7, tau=1.4 + 0.1 * L) for L in (1, 2, 3)]
+                   + [_cell("dflash", 1, 7), _cell("dspark", 1, 3), _cell("dspark-rnn", 1, 11),
+                      _cell("dspark", 1, 7, max_seqs=3600, tau=1.7)])
     depth = sr.study_frame(cells, "depth")
     assert sorted(zip(depth.algo, depth.layers)) == [("dflash", 1), ("dspark", 1), ("dspark", 2), ("dspark", 3)]
     assert set(depth.max_seqs) == {900}                     # one corpus size per depth/γ study
     gamma = sr.study_frame(cells, "gamma")
-    assert set(gamma.gamma) == {4, 8, 12} and set(gamma.layers) == {1}
+    assert set(gamma.gamma) == {3, 7, 11} and set(gamma.layers) == {1}
     data = sr.study_frame(cells, "data")
     assert list(data.max_seqs) == [900, 3600] and list(data.tau) == [1.5, 1.7]
     assert sr.cells_frame(cells).acc1.iloc[0] == 0.4
@@ -40,11 +40,11 @@ def test_study_selection(tmp_path):
 def test_markdown_and_charts(tmp_path):
     lat = dict(path="torch stock (DSPARK_SKINNY=0)", dtype="fp32", machine="test CPU",
                rows=[dict(name="x", algo="dspark", gamma=g, t_draft=0.005, t_verify_full=0.02 + g * 1e-3,
-                          t_plain=0.03) for g in (4, 8)])
-    cells = _write(tmp_path, [_cell("dspark", L, 8) for L in (1, 2)] + [_cell("dflash", 1, 4)], lat)
+                          t_plain=0.03) for g in (3, 7)])
+    cells = _write(tmp_path, [_cell("dspark", L, 7) for L in (1, 2)] + [_cell("dflash", 1, 3)], lat)
     md = sr.studies_markdown(tmp_path)
     assert "## Depth" in md and "## Block size" in md and "## Latency per γ" in md
-    assert "| DSpark-Markov | 2 | 8 |" in md and "τ_est by step" in md
+    assert "| DSpark-Markov | 2 | 7 |" in md and "τ_est by step" in md
     assert "No cells yet" in sr.studies_markdown(tmp_path / "none")
     for ch in (viz.depth_chart(sr.study_frame(cells, "depth")),
                viz.gamma_chart(sr.study_frame(cells, "gamma"), sr.load_latency(tmp_path)),

@@ -43,17 +43,17 @@ def cells_frame(cells: list[dict]) -> pd.DataFrame:
 
 
 def study_frame(cells: list[dict], study: str) -> pd.DataFrame:
-    """The cells of one study, selected by the study's fixed settings (depth: γ = 8; gamma: D = 1; data: DSpark-Markov
-    D = 1, γ = 8, every corpus size), the most common training budget when several exist."""
+    """The cells of one study, selected by the study's fixed settings (depth: γ = 7; gamma: D = 1; data: DSpark-Markov
+    D = 1, γ = 7, every corpus size), the most common training budget when several exist."""
     df = cells_frame(cells)
     if df.empty:
         return df
     if study == "depth":
-        df = df[(df.gamma == 8) & df.algo.isin(["dspark", "dflash"])]
+        df = df[(df.gamma == 7) & df.algo.isin(["dspark", "dflash"])]
     elif study == "gamma":
         df = df[(df.layers == 1) & df.algo.isin(["dspark", "dspark-rnn", "dflash"])]
     elif study == "data":
-        df = df[(df.layers == 1) & (df.gamma == 8) & (df.algo == "dspark")]
+        df = df[(df.layers == 1) & (df.gamma == 7) & (df.algo == "dspark")]
     else:
         raise ValueError(f"unknown study {study!r}: depth, gamma or data")
     if df.empty:
@@ -100,9 +100,9 @@ def studies_markdown(folder: str | Path) -> str:
     cols = [("drafter", "label", "s"), ("D", "layers", "d"), ("γ", "gamma", "d"), ("sequences", "max_seqs", "d"),
             ("answer tokens", "data_tokens", ",.0f"), ("steps", "steps", "d"), ("τ", "tau", ".3f"),
             ("acc₁", "acc1", ".3f"), ("τ_est", "tau_est", ".3f"), ("train min", "minutes", ".1f")]
-    titles = {"depth": "Depth (the paper's Fig. 3): D = 1, 2, 3 at γ = 8",
-              "gamma": "Block size (the paper's Fig. 4): γ = 4, 8, 12, 16 at D = 1",
-              "data": "Corpus size: DSpark-Markov, D = 1, γ = 8"}
+    titles = {"depth": "Depth (the paper's Fig. 3): D = 1, 2, 3 at γ = 7",
+              "gamma": "Block size (the paper's Fig. 4): draft lengths γ + 1 = 4, 8, 12, 16 at D = 1",
+              "data": "Corpus size: DSpark-Markov, D = 1, γ = 7"}
     for study, title in titles.items():
         df = study_frame(cells, study)
         if df.empty:

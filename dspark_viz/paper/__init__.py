@@ -1,5 +1,6 @@
 """The paper's published numbers that the course sets beside its own (DSpark, arXiv 2607.05147). Pure data and
-arithmetic on it; imports nothing from the package. Here: Table 1 and Fig. 2; ``figs56``: Fig. 5 (threshold
+arithmetic on it; imports nothing from the package. Here: Table 1 and Fig. 2; ``figs34``: Figs. 3 and 4 (depth,
+proposal length); ``figs56``: Fig. 5 (threshold
 sweep) and Fig. 6 (reliability); ``figs78``: §5.4's serving results, Figs. 7 and 8.
 
 Two kinds of value, kept apart:

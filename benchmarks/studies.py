@@ -78,6 +78,7 @@ def val_curve(run_dir: Path) -> list[dict]:
 
 
 def run_cell(cell: dict, args, target, records) -> dict:
+    from dspark_viz import metrics
     from dspark_viz.drafters.neural import load_drafter_file
     from dspark_viz.evaluation.full_block import evaluate_drafter
     from dspark_viz.settings import cache_dir
@@ -96,9 +97,11 @@ def run_cell(cell: dict, args, target, records) -> dict:
     res = evaluate_drafter(target, drafter, records, temperature=args.temperature,
                            max_new_tokens=args.max_new_tokens, seed=0, batch=args.batch)
     card = drafter.card.get("train", {})
+    per_prompt = [dict(domain=t.meta.get("domain", "mixed"), tau=metrics.tau([t])) for t in res["traces"]]
     return {**cell, "label": LABEL[cell["algo"]], "tau": res["tau"], "per_domain": res["per_domain"],
             "conditional_acceptance": res["conditional_acceptance"], "rounds": res["rounds"],
-            "n_prompts": res["n_prompts"], "temperature": args.temperature, "max_new_tokens": args.max_new_tokens,
+            "n_prompts": res["n_prompts"], "per_prompt": per_prompt, "temperature": args.temperature,
+            "max_new_tokens": args.max_new_tokens,
             "val_curve": val_curve(run_dir), "train": {k: card.get(k) for k in
                                                        ("data_sequences", "data_tokens", "steps", "minutes",
                                                         "positions", "positions_per_s", "precision")},

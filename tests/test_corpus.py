@@ -47,7 +47,7 @@ def test_sample_rows_stops_and_keeps_rows_apart(toy):
 def test_growing_cache_holds_what_a_dynamic_cache_holds():
     from transformers import DynamicCache
 
-    from dspark_viz.train.sample import GrowingCache
+    from dspark_viz.model.cache import GrowingCache
     g = torch.Generator().manual_seed(0)
     grow, dyn = GrowingCache(), DynamicCache()
     for q in (5, 1, 1, 70, 1):                                    # past the first capacity (64), then doubling

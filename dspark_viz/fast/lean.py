@@ -66,6 +66,12 @@ def _plain_causal(mask, q: int) -> bool:
     return kept
 
 
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """Keys or values (1, Hk, S, D) as the native layer reads them: each head's (S, D) rows contiguous. A growing
+    cache's views already are (its heads lie a capacity apart): no copy then."""
+    return t if t.stride(-1) == 1 and t.stride(-2) == t.shape[-1] else t.contiguous()
+
+
 def _norm(norm, x: torch.Tensor) -> torch.Tensor:
     """The layer's own RMSNorm forward, without nn.Module.__call__."""
     return norm.forward(x)
@@ -120,7 +126,7 @@ def _lean_forward(layer, ext):
             # meant when one token sees the whole cache (q = 1) or a block starts an empty one (S = q)
             if (no_mask and q != 1 and S != q) or (not no_mask and S != attention_mask.shape[-1]):
                 return after_update(x, qs, ks, vs, attention_mask)   # e.g. a cache that trims (sliding window)
-            return ext.layer_rest(x.contiguous(), qs, ks.contiguous(), vs.contiguous(), scaling,
+            return ext.layer_rest(x.contiguous(), qs, _rows(ks), _rows(vs), scaling,
                                   at.o_proj.weight, n2.weight, eps2, mlp.gate_proj.weight, mlp.up_proj.weight,
                                   mlp.down_proj.weight)
         h = _norm(n1, x)

@@ -195,9 +195,10 @@ class TargetModel:
 
     # -- model -----------------------------------------------------------------------------
     def new_cache(self):
-        from transformers import DynamicCache
+        """An empty KV cache that grows in place (model/cache.py; transformers' DynamicCache interface)."""
+        from .cache import GrowingCache
 
-        return DynamicCache()
+        return GrowingCache()
 
     def crop(self, cache, length: int) -> None:
         extra = int(cache.get_seq_length()) - length

@@ -241,13 +241,14 @@ torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch
   widen_into(q.data_ptr<T>(), qf.data(), H * M * Dh);         // (H, M, Dh): a kv head's R query rows adjacent
   const T* Kp = K.data_ptr<T>();
   const T* Vp = V.data_ptr<T>();
+  const int64_t k_head = K.stride(1), v_head = V.stride(1);   // a growing cache: heads apart by its capacity
   const float scf = static_cast<float>(scale);
   // kv heads split across torch's intra-op threads; each writes its own heads' columns of o
   at::parallel_for(0, Hk, 1, [&](int64_t g0, int64_t g1) {
     std::vector<float> kf(S * Dh), vf(S * Dh), sc(S), orow(Dh);
     for (int64_t g = g0; g < g1; ++g) {                       // keys and values widened once per kv head
-      widen_into(Kp + g * S * Dh, kf.data(), S * Dh);
-      widen_into(Vp + g * S * Dh, vf.data(), S * Dh);
+      widen_into(Kp + g * k_head, kf.data(), S * Dh);
+      widen_into(Vp + g * v_head, vf.data(), S * Dh);
       for (int64_t r = 0; r < R; ++r) {                       // row r: head g·rep + r / M, query r % M
         const int64_t hd = g * rep + r / M, m = r % M, n = past + m + 1;  // causal: keys 0 … past + m
         scores(qf.data() + (hd * M + m) * Dh, kf.data(), Dh, n, scf, sc.data());
@@ -314,7 +315,13 @@ torch::Tensor layer_rest(torch::Tensor x, torch::Tensor q, torch::Tensor K, torc
   TORCH_CHECK(Wo.size(0) == d && Wo.size(1) == HD && ln_w.numel() == d && Wg.size(1) == d &&
               Wu.size(0) == F && Wu.size(1) == d && Wd.size(0) == d && Wd.size(1) == F,
               "layer_rest: o-projection, norm and MLP shapes do not fit x and q");
-  check_layer_args({x, q, K, V, Wo, ln_w, Wg, Wu, Wd}, dt);
+  check_layer_args({x, q, Wo, ln_w, Wg, Wu, Wd}, dt);
+  for (const auto& t : {K, V}) {       // each head's (S, Dh) rows contiguous; heads may sit further apart
+    TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == dt, "decoder layer: CPU tensors of one dtype");
+    TORCH_CHECK(t.size(0) == 1 && t.stride(3) == 1 && (t.stride(2) == t.size(3) || t.size(2) == 1) &&
+                (t.stride(1) >= t.size(2) * t.size(3) || t.size(1) == 1),
+                "layer_rest: K/V with contiguous (S, Dh) rows per head");
+  }
   return dt == at::kFloat ? rest_impl<float>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd)
                           : rest_impl<at::BFloat16>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd);
 }

@@ -94,7 +94,8 @@ def studies_markdown(folder: str | Path) -> str:
            "cache — a reduced budget next to the shipped drafters' — then decodes the project's evaluation prompts "
            "(held out from the corpus) with full-block verification (ℓ = γ). τ: committed tokens per round; acc₁: "
            "conditional acceptance at slot 1; τ_est: the trainer's teacher-forced estimate on its held-out split at "
-           "the last checkpoint.", ""]
+           "the last checkpoint; train min: wall-clock minutes on the cell's machine, which may have run other jobs "
+           "meanwhile (a record, not a cost comparison).", ""]
     if not cells:
         return "\n".join(out + ["No cells yet: run `python benchmarks/studies.py --study depth --data CACHE`.", ""])
     cols = [("drafter", "label", "s"), ("D", "layers", "d"), ("γ", "gamma", "d"), ("sequences", "max_seqs", "d"),

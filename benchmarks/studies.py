@@ -36,7 +36,6 @@ STUDIES = {
     "gamma": dict(algos=["dspark", "dspark-rnn", "dflash"], layers=[1], gammas=[3, 7, 11, 15]),
     "data": dict(algos=["dspark"], layers=[1], gammas=[7]),
 }
-LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style"}
 STOCK_ENV = {"DSPARK_SKINNY": "0", "DSPARK_PACKED_GQA": "0", "DSPARK_FUSED_LAYERS": "0", "DSPARK_LEAN_LAYERS": "0"}
 
 
@@ -83,6 +82,7 @@ def run_cell(cell: dict, args, target, records) -> dict:
     from dspark_viz.evaluation.full_block import evaluate_drafter
     from dspark_viz.settings import cache_dir
     from dspark_viz.train.config import TrainConfig
+    from dspark_viz.evaluation.study_report import LABEL
     from dspark_viz.train.trainer import train
 
     run_dir = cache_dir() / "studies" / cell["name"]

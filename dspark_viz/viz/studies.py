@@ -6,6 +6,7 @@ cell (label, layers, gamma, data_tokens, tau, acc1, …); nothing is computed he
 """
 from __future__ import annotations
 
+from ..evaluation.study_report import LABEL
 from .style import CATEGORICAL
 
 DRAFTERS = ["DSpark-Markov", "DSpark-RNN", "DFlash-style", "EAGLE-style"]
@@ -41,10 +42,8 @@ def gamma_chart(df, latency: dict | None = None, subtitle: str = ""):
     ).properties(width=240, height=200, title="τ against γ")
     if not latency or not latency.get("rows"):
         return left.properties(title=alt.Title("τ against block size", subtitle=subtitle or ""))
-    label = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style"}
-    rows = []
-    for r in latency["rows"]:
-        rows.append(dict(gamma=r["gamma"], part=f"draft ({label.get(r['algo'], r['algo'])})", ms=r["t_draft"] * 1e3))
+    rows = [dict(gamma=r["gamma"], part=f"draft ({LABEL.get(r['algo'], r['algo'])})", ms=r["t_draft"] * 1e3)
+            for r in latency["rows"]]
     by_g = {r["gamma"]: r["t_verify_full"] * 1e3 for r in latency["rows"]}
     rows += [dict(gamma=g, part="verify γ + 1 tokens (target)", ms=v) for g, v in sorted(by_g.items())]
     lat = pd.DataFrame(rows)

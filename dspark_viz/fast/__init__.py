@@ -3,11 +3,13 @@ what one token costs, with the same arithmetic at every width.
 
 Verifying ℓ drafts is one target forward over ℓ + 1 tokens. On a small model on a CPU that forward is
 bound by reading the weights, yet stock BLAS and transformers' layer code run few-token forwards far
-slower than that bound. Three pieces close the gap, each on its own switch (dspark_viz.settings):
+slower than that bound. These pieces close the gap, each on a switch (dspark_viz.settings):
 
 - ``kernels``   a native matmul that reads each weight row once for every token (csrc/skinny_linear.cpp);
 - ``attention`` packed grouped-query attention over the KV cache without copying it per head group;
-- ``lean``      each decoder layer as straight-line code, fused into two native calls per layer.
+- ``lean``      each decoder layer as straight-line code, fused into two native calls per layer;
+- ``stack``     the model's whole few-token forward (embedding, rotary, those layers, norm, LM head) as
+                straight-line code, without transformers' model-level wrappers (the target wrapper calls it).
 
 The two doors, one call each:
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 
 from .. import fast
-from ..fast import tune
+from ..fast import stack, tune
 from ..settings import cache_dir
 from . import dtypes
 
@@ -219,17 +219,21 @@ class TargetModel:
             extra["attention_mask"] = attention_mask.to(self.device)
         if position_ids is not None:
             extra["position_ids"] = position_ids.to(self.device)
-        with tune.run_on(self.model, self.paths.at(ids.shape[1]) if choose_path else "fast"):
-            out = self.model(input_ids=ids, cache=cache, use_cache=True,
-                             output_hidden_states=want_h, logits_to_keep=1 if last_only else 0, **extra)
+        path = self.paths.at(ids.shape[1]) if choose_path else "fast"
+        with tune.run_on(self.model, path):
+            if path != "stock" and stack.applies(self.model, ids, cache, extra):
+                logits, hs = stack.forward(self.model, ids, cache, want_h, last_only)   # the same ops, fewer wrappers
+            else:
+                out = self.model(input_ids=ids, cache=cache, use_cache=True,
+                                 output_hidden_states=want_h, logits_to_keep=1 if last_only else 0, **extra)
+                logits, hs = out.logits, out.hidden_states
         feats = hid = None
-        if want_h:
-            hs = out.hidden_states                                  # L+1 × (1, n, d)
+        if want_h:                                                  # hs: L+1 × (1, n, d)
             if features:
                 feats = torch.cat([hs[l] for l in self.feature_layers], dim=-1)  # (1, n, m·d)
             if hidden:
                 hid = hs[-1]                                        # final-norm output (HF Llama)
-        return TargetOutput(out.logits.float(), feats, hid)
+        return TargetOutput(logits.float(), feats, hid)
 
     def prefill(self, ids: list[int], features: bool = False, hidden: bool = False, last_only: bool = False):
         """(cache, TargetOutput) for a fresh sequence; last_only: logits of the last position only."""

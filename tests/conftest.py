@@ -20,16 +20,22 @@ os.environ.setdefault("DSPARK_TUNE", "0")
 os.environ.setdefault("DSPARK_FALLBACK", "0")     # rounds that do not depend on wall-clock timing
 
 
-@pytest.fixture(scope="session")
-def real_target():
-    """The embedded SmolLM2-135M-Instruct target, fp32 on CPU (≈ 5 s, once per session)."""
+def embedded_target(dtype: str = "fp32", **kw):
+    """The embedded SmolLM2-135M-Instruct target on CPU at ``dtype``; skips the test where the carrier package is
+    not installed."""
     from dspark_viz.model.target import find_embedded_gguf, load_target
 
     try:
         find_embedded_gguf()
-    except FileNotFoundError as e:          # the carrier package is not installed here
+    except FileNotFoundError as e:
         pytest.skip(str(e))
-    return load_target(device="cpu", dtype="fp32")
+    return load_target(device="cpu", dtype=dtype, **kw)
+
+
+@pytest.fixture(scope="session")
+def real_target():
+    """The embedded SmolLM2-135M-Instruct target, fp32 on CPU (≈ 5 s, once per session)."""
+    return embedded_target("fp32")
 
 
 # -- exact toy tables (rows are p_target(· | previous token), Fractions summing to 1) ----------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import embedded_target
 
 from dspark_viz.fast import lean, stack
 
@@ -17,13 +18,7 @@ NEW = [1000 + 611 * i for i in range(8)]
 
 @pytest.fixture(scope="module", params=["fp32", "bf16"])
 def target(request):
-    from dspark_viz.model.target import find_embedded_gguf, load_target
-
-    try:
-        find_embedded_gguf()
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
-    t = load_target(device="cpu", dtype=request.param, tune_paths=False)
+    t = embedded_target(request.param, tune_paths=False)
     if stack.layer_forwards(t.model) is None:
         pytest.skip(f"no lean layers here (layers: {t.paths.layers})")
     return t

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import embedded_target
 
 from dspark_viz.decode import plain_generate, speculative_generate
 from dspark_viz.fast import kernels, lean, tune
@@ -32,13 +33,7 @@ def _fast_or_skip(t) -> None:
 
 @pytest.fixture(scope="module", params=["fp32", "bf16"])
 def target(request):
-    from dspark_viz.model.target import find_embedded_gguf, load_target
-
-    try:
-        find_embedded_gguf()
-    except FileNotFoundError as e:
-        pytest.skip(str(e))
-    t = load_target(device="cpu", dtype=request.param, tune_paths=False)
+    t = embedded_target(request.param, tune_paths=False)
     _fast_or_skip(t)
     return t
 

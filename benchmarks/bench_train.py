@@ -1,6 +1,7 @@
 """Training throughput: positions per second of one drafter's optimiser steps on a feature cache.
 
     .venv/bin/python benchmarks/bench_train.py --data DIR --algo dspark --precision fp32,bf16 --steps 8
+    .venv/bin/python benchmarks/bench_train.py --data DIR --precision fp32 --loss compiled --against OLD --repeats 4
 
 Positions = the (block, slot) pairs a step trains (a block running past a sequence's end counts its valid
 slots only; an older trainer that does not report them counts blocks × γ). Repeats alternate the precisions (interleaved), so a busy machine slows
@@ -75,6 +76,8 @@ def main() -> None:
     ap.add_argument("--n-layers", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--blocks-per-seq", type=int, default=None, help="default: the trainer's")
+    ap.add_argument("--loss", default="eager", choices=["eager", "compiled"],
+                    help="compiled: the loss through torch.compile (the trainer's choice for runs of ≥ 300 steps)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--profile", action="store_true", help="profile two steps (torch.profiler) and print the top ops")
     ap.add_argument("--against", default=None, metavar="OLD_CHECKOUT",
@@ -97,10 +100,18 @@ def main() -> None:
     times: dict[str, list[float]] = {p: [] for p in precs}
     done: dict[str, int] = {p: 0 for p in precs}
 
+    terms = {}
+    if a.loss == "compiled":                  # the loss through torch.compile (train/fused.py)
+        try:
+            from dspark_viz.train.fused import compiled_terms
+            terms = {"terms": compiled_terms()}
+        except ImportError:                   # a checkout from before the compiled loss: eager
+            pass
+
     def step(prec):
         idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
-            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen)
+            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen, **terms)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -124,7 +135,7 @@ def main() -> None:
                 done[p] += step(p)
                 times[p].append(time.perf_counter() - t0)
     res = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "algo": a.algo,
-           "n_layers": a.n_layers, "blocks_per_seq": tc.blocks_per_seq, "seqs_per_step": tc.seqs_per_step,
+           "loss": "compiled" if terms else "eager", "n_layers": a.n_layers, "blocks_per_seq": tc.blocks_per_seq, "seqs_per_step": tc.seqs_per_step,
            "results": {p: {"median_ms": round(1000 * statistics.median(t), 1),
                            "positions_per_step": round(done[p] / len(t)),
                            "positions_per_s": round(done[p] / sum(t))} for p, t in times.items()}}
@@ -137,7 +148,7 @@ def compare(a: argparse.Namespace) -> None:
     """Both checkouts' trainers, alternating, each repeat a fresh process with the same arguments."""
     here = str(Path(__file__).resolve().parents[1])
     flags = ["--data", a.data, "--algo", a.algo, "--precision", a.precision, "--steps", str(a.steps),
-             "--repeats", "1", "--n-layers", str(a.n_layers)]
+             "--repeats", "1", "--n-layers", str(a.n_layers), "--loss", a.loss]
     flags += ["--threads", str(a.threads)] if a.threads else []
     flags += ["--blocks-per-seq", str(a.blocks_per_seq)] if a.blocks_per_seq else []
     runs: dict[str, list[dict]] = {"before": [], "after": []}

@@ -380,3 +380,28 @@ def test_target_rows_are_the_rows_of_every_block(tiny):
     got = target_rows(seqs[:2], pos, W)                                                      # (4, 3, V_d)
     want = torch.cat([target_probs(s["hidden"][p].float(), s["lse"][p], W) for s, p in zip(seqs[:2], pos)])
     assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-8)   # gemm blocking may differ
+
+
+def test_block_attention_is_the_masked_attention_of_training_blocks():
+    """backbone.block_attention scores only the keys a row may see; output and gradients equal scaled-dot-product
+    attention under the full mask [context < anchor | own block] over [context; every block] (float rounding)."""
+    from dspark_viz.drafters.backbone import block_attention
+
+    gen = torch.Generator().manual_seed(3)
+    H, Hk, Dh, n, N, g = 6, 2, 16, 11, 5, 4
+    T = N * g
+    q = torch.randn(H, T, Dh, generator=gen, requires_grad=True)
+    kc, vc, kb, vb = (torch.randn(Hk, m, Dh, generator=gen, requires_grad=True) for m in (n, n, T, T))
+    anchors = torch.tensor([1, 4, 7, 9, 11])
+    ctx_len = anchors.repeat_interleave(g)
+    blk = torch.arange(N).repeat_interleave(g)
+    mask = torch.cat([torch.arange(n)[None, :] < ctx_len[:, None], blk[:, None] == blk[None, :]], 1)   # (T, n + T)
+    k = torch.cat([kc, kb], 1).repeat_interleave(H // Hk, 0)
+    v = torch.cat([vc, vb], 1).repeat_interleave(H // Hk, 0)
+    ref = torch.nn.functional.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask[None, None])[0]
+    got = block_attention(q, kc, vc, kb, vb, ctx_len, g)
+    assert torch.allclose(got, ref, atol=1e-5)
+    w = torch.randn(H, T, Dh, generator=gen)
+    g_ref = torch.autograd.grad((ref * w).sum(), (q, kc, vc, kb, vb))
+    g_got = torch.autograd.grad((got * w).sum(), (q, kc, vc, kb, vb))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_got, g_ref))

@@ -19,3 +19,4 @@ class TrainConfig:
     seed: int = 0
     precision: str = "auto"             # fp32 | bf16 (autocast) | auto: bf16 on CUDA; on a CPU the faster, timed
     ckpt_every: int = 200
+    compile: str = "auto"               # the loss through torch.compile: on | off | auto (runs of ≥ 300 steps)

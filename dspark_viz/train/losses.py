@@ -47,12 +47,15 @@ def analytic_tau(tv: torch.Tensor, mask: torch.Tensor) -> float:
     return float((1 + surv.sum(-1)).mean())
 
 
-def drafter_loss(logits: torch.Tensor, labels: torch.Tensor, p_target: torch.Tensor, mask: torch.Tensor,
-                 weights: torch.Tensor, conf_logit: torch.Tensor | None = None, w_ce: float = 0.1,
-                 w_l1: float = 0.9, w_conf: float = 1.0) -> tuple[torch.Tensor, dict]:
-    """logits (N, γ, V_d) = U + B; labels (N, γ) draft-vocab index or −1 (outside V_d);
-    p_target (N, γ, V_d); mask (N, γ) valid prefix; weights (γ,); conf_logit (N, γ) or None.
-    Returns (loss, stats). Every term is Σ_k w_k · term_k averaged over valid (block, slot)."""
+def loss_terms(logits: torch.Tensor, labels: torch.Tensor, p_target: torch.Tensor, mask: torch.Tensor,
+               weights: torch.Tensor, conf_logit: torch.Tensor | None = None, row_of: torch.Tensor | None = None,
+               w_ce: float = 0.1, w_l1: float = 0.9, w_conf: float = 1.0) -> dict[str, torch.Tensor]:
+    """The loss and its parts as tensors (no host sync: ``torch.compile`` can fuse it whole).
+    logits (N, γ, V_d) = U + B; labels (N, γ) draft-vocab index or −1 (outside V_d); p_target (N, γ, V_d), or
+    distinct rows (U, V_d) with ``row_of`` (N, γ) naming each slot's row; mask (N, γ) valid prefix; weights (γ,);
+    conf_logit (N, γ) or None. Every term is Σ_k w_k · term_k averaged over valid (block, slot)."""
+    if row_of is not None:
+        p_target = p_target[row_of]                                             # (N, γ, V_d)
     logp = torch.log_softmax(logits.float(), -1)
     p_d = logp.exp()
     wm = mask * weights                                                        # (N, γ)
@@ -68,11 +71,22 @@ def drafter_loss(logits: torch.Tensor, labels: torch.Tensor, p_target: torch.Ten
     bce = torch.zeros((), device=logits.device)
     if conf_logit is not None and w_conf:
         bce = F.binary_cross_entropy_with_logits(conf_logit.float(), confidence_label(l1), reduction="none")
-        loss = loss + w_conf * (bce * wm).sum() / denom
         bce = (bce * wm).sum() / denom
-    tv, ce, l1 = 0.5 * l1.detach(), ce.detach(), l1.detach()
-    stats = {"loss": float(loss.detach()), "ce": float((ce * wm).sum() / denom), "l1": float((l1 * wm).sum() / denom),
-             "bce": float(bce.detach()), "tau_est": analytic_tau(tv, mask),
+        loss = loss + w_conf * bce
+    return {"loss": loss, "ce": (ce.detach() * wm).sum() / denom, "l1": (l1.detach() * wm).sum() / denom,
+            "bce": bce.detach(), "tv": 0.5 * l1.detach()}
+
+
+def drafter_loss(logits: torch.Tensor, labels: torch.Tensor, p_target: torch.Tensor, mask: torch.Tensor,
+                 weights: torch.Tensor, conf_logit: torch.Tensor | None = None, w_ce: float = 0.1,
+                 w_l1: float = 0.9, w_conf: float = 1.0, row_of: torch.Tensor | None = None,
+                 terms=loss_terms) -> tuple[torch.Tensor, dict]:
+    """``loss_terms`` (or ``terms``: the same function compiled) → (loss, stats): the parts, τ_est and slot-1
+    acceptance estimated from TV, and the trained (block, slot) pairs."""
+    t = terms(logits, labels, p_target, mask, weights, conf_logit, row_of, w_ce=w_ce, w_l1=w_l1, w_conf=w_conf)
+    loss, tv = t["loss"], t["tv"]
+    stats = {"loss": float(loss.detach()), "ce": float(t["ce"]), "l1": float(t["l1"]), "bce": float(t["bce"]),
+             "tau_est": analytic_tau(tv, mask),
              "acc1": float(((1 - tv[:, 0]) * mask[:, 0]).sum() / mask[:, 0].sum().clamp_min(1)),
              "positions": int(mask.sum())}                          # trained (block, slot) pairs
     if not math.isfinite(stats["loss"]):

@@ -25,7 +25,8 @@ from ..drafters.config import DrafterConfig
 from ..drafters.neural import build_model, init_from_target, load_drafter_file, save_drafter
 from .config import TrainConfig
 from .data import FeatureStore
-from .losses import drafter_loss, position_weights, valid_prefix
+from . import fused
+from .losses import drafter_loss, loss_terms, position_weights, valid_prefix
 from .vocab import build_draft_vocab, remap_vocab
 
 
@@ -51,10 +52,10 @@ def _label_parts(model, s, anchors, gamma):
     return lab, prev, lp - 1, valid_prefix(valid)
 
 
-def target_rows(seqs: list[dict], src: list[torch.Tensor], W: torch.Tensor) -> torch.Tensor:
-    """p_target restricted to V_d for each label of each sequence's blocks: src[i] (N_i, γ) positions of
-    sequence i → (ΣN_i, γ, V_d). Blocks overlap, so each distinct position's row h·W_vdᵀ − lse is computed
-    once and gathered (exact: the same row whichever block asks)."""
+def target_row_parts(seqs: list[dict], src: list[torch.Tensor], W: torch.Tensor):
+    """p_target restricted to V_d for the labels of each sequence's blocks, as distinct rows: src[i] (N_i, γ)
+    positions of sequence i → (p rows (U, V_d), row_of (ΣN_i, γ)). Blocks overlap, so each distinct position's
+    row exp(h·W_vdᵀ − lse) is computed once (exact: the same row whichever block asks)."""
     hs, ls, inv, off = [], [], [], 0
     for s, pos in zip(seqs, src):
         u, iv = torch.unique(pos, return_inverse=True)                                   # (U_i,), (N_i, γ)
@@ -65,7 +66,13 @@ def target_rows(seqs: list[dict], src: list[torch.Tensor], W: torch.Tensor) -> t
     h_u, lse_u = torch.cat(hs).to(W.device), torch.cat(ls).to(W.device)                # (U, d), (U,)
     with torch.no_grad():
         p_u = torch.exp(F.linear(h_u.to(W.dtype), W).float() - lse_u[:, None])           # (U, V_d)
-    return p_u[torch.cat(inv).to(W.device)]                                              # (N, γ, V_d)
+    return p_u, torch.cat(inv).to(W.device)
+
+
+def target_rows(seqs: list[dict], src: list[torch.Tensor], W: torch.Tensor) -> torch.Tensor:
+    """``target_row_parts`` gathered: (ΣN_i, γ, V_d)."""
+    p_u, row_of = target_row_parts(seqs, src, W)
+    return p_u[row_of]
 
 
 def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
@@ -75,11 +82,8 @@ def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
     ctx_kv = bb.context_kv(bb.fuse(s["feats"][:ctx_n].float()), torch.arange(ctx_n))
     x = bb.block_input(s["ids"][anchors], g, model.embed)                               # (N·γ, d)
     pos = (anchors[:, None] + torch.arange(g)).reshape(-1)
-    a_rep = anchors.repeat_interleave(g)
-    blk = torch.arange(N).repeat_interleave(g)
-    mask = torch.cat([torch.arange(ctx_n)[None, :] < a_rep[:, None],                    # context < anchor
-                      blk[:, None] == blk[None, :]], 1)                                  # own block only
-    return bb(x, pos, ctx_kv, mask).view(N, g, -1)                                       # (N, γ, d)
+    a_rep = anchors.repeat_interleave(g)                                                 # context < anchor,
+    return bb(x, pos, ctx_kv, None, blocks=(a_rep, g)).view(N, g, -1)                    # own block: (N, γ, d)
 
 
 def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
@@ -123,10 +127,11 @@ def vocab_weight(model, dtype: torch.dtype) -> torch.Tensor:
     return W
 
 
-def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor]):
+def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: bool = False):
     """Every sequence's blocks in one pass after the backbone: the backbone (or EAGLE's unroll) runs per
     sequence, the vocabulary products, the heads and p_target once over all blocks.
-    → logits (N, γ, V_d) = U + B, conf logits (N, γ) or None, labels, p_target (N, γ, V_d), mask (N, γ)."""
+    → logits (N, γ, V_d) = U + B, conf logits (N, γ) or None, labels, p_target (N, γ, V_d), mask (N, γ);
+    with ``rows`` p_target as (distinct rows (U, V_d), row_of (N, γ)) — the loss gathers them itself."""
     hid = eagle_hidden if model.cfg.algo == "eagle" else dspark_hidden
     g = model.cfg.gamma
     h = torch.cat([hid(model, s, a) for s, a in zip(seqs, anchors)])                     # (N, γ, d)
@@ -135,7 +140,7 @@ def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor]):
     dev = h.device.type
     dt = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else torch.float32
     W = vocab_weight(model, dt)
-    p_t = target_rows(seqs, list(src), W)                                                # (N, γ, V_d)
+    p_t = target_row_parts(seqs, list(src), W) if rows else target_rows(seqs, list(src), W)
     U = F.linear(h.to(dt), W)                                                            # (N, γ, V_d)
     head = getattr(model, "head", None)
     if head is None:
@@ -172,12 +177,14 @@ def loss_weights(algo: str, tc: TrainConfig) -> dict:
     return dict(w_ce=tc.w_ce, w_l1=tc.w_l1, w_conf=tc.w_conf if algo.startswith("dspark") else 0.0)
 
 
-def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator):
-    """The weighted loss over ``tc.blocks_per_seq`` random blocks of each sequence, all in one pass."""
+def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator, terms=loss_terms):
+    """The weighted loss over ``tc.blocks_per_seq`` random blocks of each sequence, all in one pass; ``terms``:
+    ``losses.loss_terms`` or the same function compiled (fused.py)."""
     anchors = [_anchors(s, tc.blocks_per_seq, gen) for s in seqs]
-    logits, conf, lab, p_t, m = forward_blocks(model, seqs, anchors)
+    logits, conf, lab, (p_u, row_of), m = forward_blocks(model, seqs, anchors, rows=True)
     w = position_weights(model.cfg.gamma, tc.decay)
-    return drafter_loss(logits, lab, p_t, m, w, conf, **loss_weights(model.cfg.algo, tc))
+    return drafter_loss(logits, lab, p_u, m, w, conf, row_of=row_of, terms=terms,
+                        **loss_weights(model.cfg.algo, tc))
 
 
 def cpu_has_bf16() -> bool:
@@ -324,6 +331,14 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         log(f"training precision on this CPU: {precision} (timed against the other)")
     autocast = torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     card_train["precision"] = precision
+
+    def probe(fn):                               # one step's loss + backward through fn, gradients discarded
+        with autocast:
+            batch_loss(model, tr[: tc.seqs_per_step], tc, torch.Generator().manual_seed(0), fn)[0].backward()
+        model.zero_grad(set_to_none=True)
+
+    terms = fused.terms_or_eager(tc.compile, tc.steps - step, probe, log)
+    card_train["loss"] = "compiled" if terms is not loss_terms else "eager"
     end = min(tc.steps, stop_at) if stop_at is not None else tc.steps
     while step < end:
         if minutes is not None and time.perf_counter() - t_start > minutes * 60:
@@ -332,7 +347,7 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
             gp["lr"] = lr_at(step, tc)
         idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
         with autocast:
-            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen)
+            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen, terms)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

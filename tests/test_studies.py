@@ -33,6 +33,10 @@ def test_study_selection(tmp_path):
     data = sr.study_frame(cells, "data")
     assert list(data.max_seqs) == [900, 3600] and list(data.tau) == [1.5, 1.7]
     assert sr.cells_frame(cells).acc1.iloc[0] == 0.4
+    longer = _write(tmp_path, [_cell("dspark", 1, 7, max_seqs=n, steps=2000, tau=1.6) for n in (900, 3600, 12000)])
+    data = sr.study_frame(longer, "data")                   # the budget that covers the most corpus sizes
+    assert list(data.max_seqs) == [900, 3600, 12000] and set(data.steps) == {2000}
+    assert set(sr.study_frame(longer, "depth").steps) == {300}                     # the most common budget
     cur = sr.curves_frame(cells)
     assert len(cur) == 2 * len(cells) and set(cur.step) == {50, 100}
 

@@ -44,7 +44,8 @@ def cells_frame(cells: list[dict]) -> pd.DataFrame:
 
 def study_frame(cells: list[dict], study: str) -> pd.DataFrame:
     """The cells of one study, selected by the study's fixed settings (depth: γ = 7; gamma: D = 1; data: DSpark-Markov
-    D = 1, γ = 7, every corpus size), the most common training budget when several exist."""
+    D = 1, γ = 7, every corpus size) and one training budget: the most common one (data: the one with the most
+    corpus sizes)."""
     df = cells_frame(cells)
     if df.empty:
         return df
@@ -58,9 +59,11 @@ def study_frame(cells: list[dict], study: str) -> pd.DataFrame:
         raise ValueError(f"unknown study {study!r}: depth, gamma or data")
     if df.empty:
         return df
-    steps = df.steps.mode().iloc[0]
-    df = df[df.steps == steps]
-    if study != "data":
+    if study == "data":                 # the budget that covers the most corpus sizes (ties: the longer one)
+        sizes = df.groupby("steps").max_seqs.nunique()
+        df = df[df.steps == max(sizes.index, key=lambda s: (sizes[s], s))]
+    else:
+        df = df[df.steps == df.steps.mode().iloc[0]]
         df = df[df.max_seqs == df.max_seqs.mode().iloc[0]]
     return df.sort_values(["algo", "layers", "gamma", "max_seqs"]).reset_index(drop=True)
 
@@ -95,7 +98,11 @@ def studies_markdown(folder: str | Path) -> str:
            "(held out from the corpus) with full-block verification (ℓ = γ). τ: committed tokens per round; acc₁: "
            "conditional acceptance at slot 1; τ_est: the trainer's teacher-forced estimate on its held-out split at "
            "the last checkpoint; train min: wall-clock minutes on the cell's machine, which may have run other jobs "
-           "meanwhile (a record, not a cost comparison).", ""]
+           "meanwhile (a record, not a cost comparison).", "",
+           "Commands (CACHE: `dspark-viz data --corpus corpus/answers --max-seqs N --out CACHE`, N at least the largest "
+           "size; each run resumes where it stopped): `python benchmarks/studies.py --study depth --data CACHE "
+           "--steps 400 --threads 1`, the same with `--study gamma`, `--study data --sizes 900 3600 … --steps 2000`, "
+           "then `--latency` on a quiet machine and `--write-only` for this page.", ""]
     if not cells:
         return "\n".join(out + ["No cells yet: run `python benchmarks/studies.py --study depth --data CACHE`.", ""])
     cols = [("drafter", "label", "s"), ("D", "layers", "d"), ("γ", "gamma", "d"), ("sequences", "max_seqs", "d"),

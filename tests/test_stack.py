@@ -39,13 +39,15 @@ def _ours(t, cache, ids):
 @pytest.mark.parametrize("fused", [True, False])
 def test_stack_forward_equals_the_model_at_every_width(target, fused):
     """Logits (1, n, V), the L + 1 hidden states (1, n, d) and the keys/values written: torch.equal, n = 1 … 8,
-    on the fused layers and on the Python lean layers."""
+    on the fused layers (the stack calls their native functions itself) and on the Python lean layers."""
     t = target
     prompt = t.chat_ids("Name three prime numbers.")
     cache, _ = t.prefill(prompt)
     P = len(prompt)
     ctx = lean.unfused(t.model) if not fused else torch.no_grad()
     with ctx, torch.inference_mode():
+        plan = stack._native_plan(t.model, stack.layer_forwards(t.model))
+        assert (plan is not None) == (fused and lean.fused(t.model))    # fused: the layers as their native calls
         for n in range(1, 9):
             ids = torch.tensor([NEW[:n]])
             t.crop(cache, P)

@@ -8,7 +8,9 @@ model around the layers: keyword merging, output capture, the causal-mask builde
 ``nn.Module.__call__`` per layer. Here the same operations run in the same order on the same tensors — the
 embedding's own forward, the rotary module's forward, each layer's lean forward called directly, the final
 norm's forward, the LM head on the kept positions — so logits, features and hidden states are bit-identical to
-``model(...)`` (tests/test_stack.py checks ``torch.equal`` at every width and both dtypes). The mask is the one
+``model(...)`` (tests/test_stack.py checks ``torch.equal`` at every width and both dtypes). Where every layer is on
+lean.py's fused path, the stack makes each layer's two native calls itself, with the cache's in-place append
+between — the same calls with the same arguments, without the per-layer checks of the lean forward. The mask is the one
 the layers would get: none for a one-token step (it sees its whole cache), else one sequence's causal mask (n, S),
 already marked plain-causal for the fused layers.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from . import kernels
+from ..model.cache import GrowingCache
 
 def layer_forwards(model) -> list | None:
     """The lean forward of every decoder layer of ``model``, in order, or None where one lacks it."""
@@ -38,6 +41,49 @@ def applies(model, ids: torch.Tensor, cache, extra: dict) -> bool:
     return (not extra and ids.dim() == 2 and ids.shape[0] == 1 and 1 <= ids.shape[1] <= kernels.MAX_ROWS
             and cache is not None and cache.get_seq_length() > 0 and not torch.is_grad_enabled()
             and not model.training and hasattr(model, "lm_head") and layer_forwards(model) is not None)
+
+
+def _native_plan(model, fns) -> list | None:
+    """Per decoder layer the arguments of its two native calls (lean.py's fused path), made once per model and
+    kept while the same lean forwards are installed; None where a layer is not on the fused path, its linears
+    are not patched (``kernels.stock_linears``) or the extension is missing."""
+    kept = model.__dict__.get("_dspark_plan")
+    if kept is not None and kept[0] == tuple(map(id, fns)):
+        plan = kept[1]
+    else:
+        ext = kernels.load()
+        layers = model.model.layers
+        if ext is None or not all(f.state.get("fused") for f in fns):
+            return None
+        plan = []
+        for i, l in enumerate(layers):
+            at, mlp = l.self_attn, l.mlp
+            D = at.head_dim
+            plan.append((l.input_layernorm.weight, l.input_layernorm.variance_epsilon, at.q_proj.weight,
+                         at.k_proj.weight, at.v_proj.weight, at.q_proj.weight.shape[0] // D,
+                         at.k_proj.weight.shape[0] // D, at.scaling, at.o_proj.weight,
+                         l.post_attention_layernorm.weight, l.post_attention_layernorm.variance_epsilon,
+                         mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight, at.q_proj, i))
+        plan = (ext, plan)
+        model.__dict__["_dspark_plan"] = (tuple(map(id, fns)), plan)
+    ext, rows = plan
+    if not all(f.state.get("fused") for f in fns) or "forward" not in rows[0][14].__dict__:
+        return None                                    # lean.unfused / kernels.stock_linears in force
+    return plan
+
+
+def _native_layers(plan, x: torch.Tensor, cache: GrowingCache, cos: torch.Tensor, sin: torch.Tensor) -> list:
+    """Every layer as its two native calls with the cache's in-place append between — what each lean forward does
+    on its fused path (same calls, same arguments: the same bits), without its per-layer checks.
+    x (1, n, d) → the outputs of every layer, each (1, n, d)."""
+    ext, rows = plan
+    outs, cos, sin = [], cos.contiguous(), sin.contiguous()
+    for (n1, eps1, Wq, Wk, Wv, H, Hk, scaling, Wo, n2, eps2, Wg, Wu, Wd, _, i) in rows:
+        qs, ks, vs = ext.layer_qkv(x, n1, eps1, Wq, Wk, Wv, cos, sin, H, Hk)
+        ks, vs = cache.layers[i].update(ks, vs)                                 # (1, Hk, S, D) views
+        x = ext.layer_rest(x, qs, ks, vs, scaling, Wo, n2, eps2, Wg, Wu, Wd)
+        outs.append(x)
+    return outs
 
 
 def _causal_mask(n: int, S: int) -> torch.Tensor:
@@ -60,10 +106,17 @@ def forward(model, ids: torch.Tensor, cache, want_hidden: bool, last_only: bool)
     mask = None if n == 1 else _causal_mask(n, P + n)
     pe = inner.rotary_emb.forward(x, pos)                                      # cos, sin (1, n, D)
     hs = [x] if want_hidden else None
-    for f in fns:
-        x = f(x, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, position_embeddings=pe)
+    plan = _native_plan(model, fns) if isinstance(cache, GrowingCache) else None
+    if plan is not None and x.dtype == plan[1][0][0].dtype and len(cache.layers) == len(fns):
+        outs = _native_layers(plan, x.contiguous(), cache, *pe)
+        x = outs[-1]
         if hs is not None:
-            hs.append(x)
+            hs += outs
+    else:
+        for f in fns:
+            x = f(x, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, position_embeddings=pe)
+            if hs is not None:
+                hs.append(x)
     x = inner.norm.forward(x)
     if hs is not None:
         hs[-1] = x

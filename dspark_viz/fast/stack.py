@@ -24,7 +24,6 @@ from __future__ import annotations
 import torch
 
 from . import kernels
-from ..model.cache import GrowingCache
 
 def layer_forwards(model) -> list | None:
     """The lean forward of every decoder layer of ``model``, in order, or None where one lacks it."""
@@ -72,7 +71,7 @@ def _native_plan(model, fns) -> list | None:
     return plan
 
 
-def _native_layers(plan, x: torch.Tensor, cache: GrowingCache, cos: torch.Tensor, sin: torch.Tensor) -> list:
+def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.Tensor) -> list:
     """Every layer as its two native calls with the cache's in-place append between — what each lean forward does
     on its fused path (same calls, same arguments: the same bits), without its per-layer checks.
     x (1, n, d) → the outputs of every layer, each (1, n, d)."""
@@ -106,7 +105,9 @@ def forward(model, ids: torch.Tensor, cache, want_hidden: bool, last_only: bool)
     mask = None if n == 1 else _causal_mask(n, P + n)
     pe = inner.rotary_emb.forward(x, pos)                                      # cos, sin (1, n, D)
     hs = [x] if want_hidden else None
-    plan = _native_plan(model, fns) if isinstance(cache, GrowingCache) else None
+    # a cache whose layers append in place and hand back (1, Hk, S, D) views with each head's rows contiguous
+    # (model/cache.py's GrowingCache says so); others go through each layer's own forward
+    plan = _native_plan(model, fns) if getattr(cache, "grows_in_place", False) else None
     if plan is not None and x.dtype == plan[1][0][0].dtype and len(cache.layers) == len(fns):
         outs = _native_layers(plan, x.contiguous(), cache, *pe)
         x = outs[-1]

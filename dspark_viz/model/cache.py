@@ -59,6 +59,8 @@ class GrowingLayer(DynamicLayer):
 class GrowingCache(DynamicCache):
     """A DynamicCache of GrowingLayers: the same interface, no per-step copy of the cache."""
 
+    grows_in_place = True          # fast/stack.py appends to its layers directly
+
     def __init__(self):
         Cache.__init__(self, layer_class_to_replicate=GrowingLayer)
 

@@ -209,3 +209,19 @@ def test_corpus_cli_refuses_bad_settings(tmp_path, capsys):
     assert main(["corpus", "filter", "--raw", str(tmp_path / "none"), "--out", str(tmp_path / "s.jsonl.gz")]) == 2
     assert main(["corpus", "stats", "--out", str(tmp_path)]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_feature_cache_grows_with_max_seqs_without_a_gap(toy, tmp_path):
+    """A cache built for the first 6 answers, then for the first 10, holds the first 10 in corpus order: the short
+    last shard of the smaller build is rebuilt, not skipped."""
+    p = _toy_prompts(toy, tmp_path, n=12)
+    out = tmp_path / "corpus"
+    corpus.make_answers(toy, [p], out, token_budget=None, batch_size=6, max_new_tokens=24, temperature=1.0)
+    fin = list(corpus.iter_corpus(out, finished_only=False))
+    feat = tmp_path / "feat"
+    build_features(toy, out, feat, seqs_per_shard=4, finished_only=False, max_seqs=6)
+    assert len(FeatureStore(feat).seqs) <= 6
+    build_features(toy, out, feat, seqs_per_shard=4, finished_only=False, max_seqs=10)
+    got = [s["ids"].tolist() for s in FeatureStore(feat).seqs]
+    want = [pr + an for pr, an, _ in fin[:10] if len(an) >= 3]
+    assert got == want

@@ -72,7 +72,9 @@ def build_features(target, corpus_dir: str | Path, out_dir: str | Path, seqs_per
     for s in range(n_shards):
         path = out / f"feat_{s:05d}.pt"
         chunk = recs[s * seqs_per_shard:(s + 1) * seqs_per_shard]
-        if not path.exists():
+        # a shard holding fewer sequences than its place now takes was the last one of a smaller --max-seqs:
+        # rebuilt whole, so that the cache keeps the corpus's first answers in order, without a gap
+        if not path.exists() or shard_size(path) < len(chunk):
             rows = []
             order = sorted(range(len(chunk)), key=lambda i: len(chunk[i][0]) + len(chunk[i][1]))  # less padding
             for b in range(0, len(order), feat_batch):
@@ -85,6 +87,11 @@ def build_features(target, corpus_dir: str | Path, out_dir: str | Path, seqs_per
         bar.update(len(chunk))
     bar.close()
     return out
+
+
+def shard_size(path: Path) -> int:
+    """How many sequences a feature shard holds."""
+    return int(torch.load(path, weights_only=True, mmap=True)["prompt_len"].numel())
 
 
 def save_shard(path: Path, seqs: list[dict]) -> None:

@@ -96,21 +96,21 @@ class DSparkModel(nn.Module):
         mask = torch.ones(g, st["n"] + g, dtype=torch.bool, device=dev)                      # context < anchor + block
         h = self.backbone(x, pos, st["kv"], mask)                                             # (γ, d)
         U = self.base_logits(h).float()                                                       # (γ, V_d)
-        rows, toks, conf, diags = [], [], [], []                                              # rows: γ × (V_d,)
+        rows, toks, es, diags = [], [], [], []                                                # rows: γ × (V_d,)
+        vocab = self._vocab_list()
         prev = self.full2draft[anchor].view(1)
         state = self.head.init_state(1, dev) if self.head is not None else None
         for k in range(g):
             if self.head is not None:
                 b, state, e = self.head.step(prev, h[k:k + 1], state)
                 b = b[0].float()                                                              # (V_d,)
-                if self.conf is not None:
-                    conf.append(float(torch.sigmoid(self.conf(h[k:k + 1], e))))
+                es.append(e)
             else:
                 b = None
             logits = U[k] + b if b is not None else U[k]
             p = probs_from_logits(logits, temperature)                                        # (V_d,)
             j = sample(p, generator)
-            tok = int(self.vocab_ids[j])
+            tok = vocab[j]
             rows.append(p)
             toks.append(tok)
             if diag:
@@ -119,4 +119,16 @@ class DSparkModel(nn.Module):
                               "B": (b[top] if b is not None else torch.zeros(DIAG_TOPK)).tolist(),
                               "chosen": tok})
             prev = torch.tensor([j], device=dev)
-        return toks, full_vocab_rows(self, rows), (conf or None), (diags or None)            # p (γ, V)
+        conf = None                   # c_k for every slot in one call: each row computed as it would be alone
+        if self.conf is not None and es:
+            conf = torch.sigmoid(self.conf(h, torch.cat(es))).tolist()                        # γ floats
+        return toks, full_vocab_rows(self, rows), conf, (diags or None)                      # p (γ, V)
+
+    def _vocab_list(self) -> list[int]:
+        """vocab_ids as a Python list (a list index per slot, not a tensor index and a sync), kept until the
+        buffer changes."""
+        key = (self.vocab_ids.data_ptr(), self.vocab_ids._version)
+        kept = self.__dict__.get("_vocab_kept")
+        if kept is None or kept[0] != key:
+            kept = self.__dict__["_vocab_kept"] = (key, self.vocab_ids.tolist())
+        return kept[1]

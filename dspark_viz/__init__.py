@@ -24,7 +24,11 @@ from __future__ import annotations
 
 import importlib
 
-from . import metrics, moved
+from . import settings
+
+settings.openmp_defaults()       # before anything below loads torch (and its OpenMP runtime)
+
+from . import metrics, moved  # noqa: E402
 
 moved.install()                  # earlier module names (dspark_viz.trace_store, dspark_viz.ui.widgets, …) keep working
 

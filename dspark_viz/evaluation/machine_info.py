@@ -3,11 +3,12 @@
 The dict is stored in every bench JSON as ``machine`` (its keys are read by other tools; keep them):
 cpu, cores, torch_threads, torch, transformers, python, platform; with a target also target, device,
 dtype, matmul (stock | lm-head-wxt | skinny-kernel), attention (sdpa | packed-gqa), layers
-(stock | lean | lean+fused), draft_diagnostics (the neural drafters' chart-only top-k: off in the bench),
+(stock | lean | lean+fused), stack (with lean layers), draft_diagnostics (the neural drafters' chart-only top-k: off in the bench),
 bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tiles), gpu on CUDA;
 cpu_flags (the instruction sets that matter: avx2 … avx512_bf16, amx), default_dtype (this machine's
 chosen CPU dtype, fast/tune.py), paths.choice and paths.sizes as path_choice and size_paths (per few-token size: fast, fast-avx2 or stock).
-A run whose JSON lacks ``kernel`` used the row layout.
+A run whose JSON lacks ``kernel`` used the row layout; ``stack`` (straight-line: fast/stack.py around lean layers) is
+absent from runs that called transformers' model forward around them.
 
 The memory floor of plain decoding (``read_bandwidth``, ``weight_bytes``): a one-token step reads every weight once,
 so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming read bandwidth).
@@ -47,6 +48,7 @@ def machine_info(target=None) -> dict:
         info["draft_diagnostics"] = "off"              # the bench loads neural drafters speed_only
         if info["layers"] == "lean":                    # lean layers as fused native calls where built
             info["layers"] = "lean+fused" if fused(target.model) else "lean"
+            info["stack"] = "straight-line"              # fast/stack.py around the layers
         if str(target.device) == "cpu":                 # bf16 products: torch's GEMM or widened to fp32
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
             if info["matmul"] == "skinny-kernel":       # the few-row kernel's layout

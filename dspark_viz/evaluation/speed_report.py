@@ -94,7 +94,10 @@ _HOW = ("Methods run interleaved in one process on the same prompts (order rotat
         "memory floor, the bytes of the weights one forward reads (a tied LM head once) ÷ the machine's read "
         "bandwidth (the best of a few sums over a 1 GiB buffer at the decode's thread count). Neural drafters "
         "skip the per-slot top-k diagnostics only the charts read (`NeuralDrafter.diagnostics`); the JSON's "
-        "machine.draft_diagnostics says so, and a run without that field drafted with them on.")
+        "machine.draft_diagnostics says so, and a run without that field drafted with them on. Measure on a quiet "
+        "machine: another busy process slows every method, and 2-thread runs far more where OpenMP threads spin "
+        "long at each barrier (dspark_viz sets `GOMP_SPINCOUNT=1000` before torch loads; "
+        "`dspark_viz.settings.openmp_defaults`).")
 
 _MATMULS = ("Matmuls: `skinny-kernel` = forwards of 1–8 tokens (decode steps and verification blocks, fp32 or "
             "bf16, CPU) go through dspark_viz's compiled few-row kernel (dspark_viz/fast/kernels.py), installed "
@@ -135,7 +138,11 @@ _LAYERS = ("Decoder layers: `lean` = in the same 1–8-token forwards each Llama
            "causal attention over the cache, o-projection, norm, SiLU-gated MLP) with transformers' rounding "
            "points — logits within the dtype's rounding of the stock layers, and the same bits for a token at "
            "every width 1–8 (`DSPARK_FUSED_LAYERS=0` keeps `lean`, which is not width-invariant); `stock` = "
-           "transformers' layer forward (`DSPARK_LEAN_LAYERS=0`).")
+           "transformers' layer forward (`DSPARK_LEAN_LAYERS=0`). Around the layers, a one-sequence forward of 1–8 "
+           "tokens after a non-empty cache skips transformers' model-level wrappers (dspark_viz/fast/stack.py: "
+           "embedding, rotary, each fused layer's two native calls, final norm, LM head — bit-identical to "
+           "`model(...)`, tests/test_stack.py); `python benchmarks/bench_stack.py --dtype bf16|fp32` times the two "
+           "interleaved. A run whose JSON lacks `machine.stack` called transformers' model forward around the layers.")
 
 
 def markdown_report(reports: list[BenchReport]) -> str:

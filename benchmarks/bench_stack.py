@@ -27,7 +27,7 @@ from dspark_viz.model.target import load_target  # noqa: E402
 def one(target, cache, P: int, n: int, on: bool, repeats: int) -> float:
     """Median ms of an n-token forward after the P cached positions, through the stack (on) or model(...)."""
     real = stack.applies
-    stack.applies = real if on else (lambda *a, **k: False)
+    stack.applies = real if on else (lambda *a, **k: None)
     try:
         ts = []
         ids = torch.tensor([[1000 + 611 * i for i in range(n)]])

@@ -78,6 +78,7 @@ def test_a_failing_compile_falls_back_to_the_eager_loss(monkeypatch):
         raise RuntimeError("no C++ compiler")
 
     monkeypatch.setattr(fused, "_failed", None)
+    monkeypatch.setattr(fused, "_probed", False)
     assert fused.terms_or_eager("on", 10, probe, said.append) is loss_terms
     assert "compiling the loss failed" in said[0] and "no C++ compiler" in said[0]
     assert fused.terms_or_eager("off", 10, probe, said.append) is loss_terms

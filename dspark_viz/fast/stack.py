@@ -21,9 +21,30 @@ researcher who hooks a layer sets ``DSPARK_LEAN_LAYERS=0``.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from . import kernels
+
+
+class _Layer(NamedTuple):
+    """What one decoder layer's two native calls read (lean.py's fused path)."""
+    n1: torch.Tensor
+    eps1: float
+    Wq: torch.Tensor
+    Wk: torch.Tensor
+    Wv: torch.Tensor
+    H: int
+    Hk: int
+    scaling: float
+    Wo: torch.Tensor
+    n2: torch.Tensor
+    eps2: float
+    Wg: torch.Tensor
+    Wu: torch.Tensor
+    Wd: torch.Tensor
+
 
 def layer_forwards(model) -> list | None:
     """The lean forward of every decoder layer of ``model``, in order, or None where one lacks it."""
@@ -34,41 +55,42 @@ def layer_forwards(model) -> list | None:
     return fns if all(f is not None and hasattr(f, "state") for f in fns) else None
 
 
-def applies(model, ids: torch.Tensor, cache, extra: dict) -> bool:
-    """Whether ``forward`` can stand in for ``model(...)``: ids (1, n ≤ 8) after a non-empty cache, no padding
-    mask or explicit positions, no autograd, a Llama-style model whose layers all carry their lean forward."""
-    return (not extra and ids.dim() == 2 and ids.shape[0] == 1 and 1 <= ids.shape[1] <= kernels.MAX_ROWS
-            and cache is not None and cache.get_seq_length() > 0 and not torch.is_grad_enabled()
-            and not model.training and hasattr(model, "lm_head") and layer_forwards(model) is not None)
+def applies(model, ids: torch.Tensor, cache, extra: dict) -> list | None:
+    """The layers' lean forwards when ``forward`` can stand in for ``model(...)`` (pass them on to it), else None:
+    ids (1, n ≤ 8) after a non-empty cache, no padding mask or explicit positions, no autograd, a Llama-style
+    model whose layers all carry their lean forward."""
+    if (extra or ids.dim() != 2 or ids.shape[0] != 1 or not 1 <= ids.shape[1] <= kernels.MAX_ROWS
+            or cache is None or cache.get_seq_length() == 0 or torch.is_grad_enabled() or model.training
+            or not hasattr(model, "lm_head")):
+        return None
+    return layer_forwards(model)
 
 
-def _native_plan(model, fns) -> list | None:
-    """Per decoder layer the arguments of its two native calls (lean.py's fused path), made once per model and
-    kept while the same lean forwards are installed; None where a layer is not on the fused path, its linears
-    are not patched (``kernels.stock_linears``) or the extension is missing."""
+def _native_plan(model, fns) -> tuple | None:
+    """(extension, one _Layer per decoder layer), made once per model and kept while the same lean forwards are
+    installed; None where a layer is off the fused path (``lean.unfused``), the linears are not patched
+    (``kernels.stock_linears``) or the extension is missing."""
+    if not all(f.state.get("fused") for f in fns):
+        return None
+    layers = model.model.layers
+    if "forward" not in layers[0].self_attn.q_proj.__dict__:
+        return None
+    key = tuple(map(id, fns))
     kept = model.__dict__.get("_dspark_plan")
-    if kept is not None and kept[0] == tuple(map(id, fns)):
-        plan = kept[1]
-    else:
+    if kept is None or kept[0] != key:
         ext = kernels.load()
-        layers = model.model.layers
-        if ext is None or not all(f.state.get("fused") for f in fns):
+        if ext is None:
             return None
-        plan = []
-        for i, l in enumerate(layers):
-            at, mlp = l.self_attn, l.mlp
-            D = at.head_dim
-            plan.append((l.input_layernorm.weight, l.input_layernorm.variance_epsilon, at.q_proj.weight,
-                         at.k_proj.weight, at.v_proj.weight, at.q_proj.weight.shape[0] // D,
-                         at.k_proj.weight.shape[0] // D, at.scaling, at.o_proj.weight,
-                         l.post_attention_layernorm.weight, l.post_attention_layernorm.variance_epsilon,
-                         mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight, at.q_proj, i))
-        plan = (ext, plan)
-        model.__dict__["_dspark_plan"] = (tuple(map(id, fns)), plan)
-    ext, rows = plan
-    if not all(f.state.get("fused") for f in fns) or "forward" not in rows[0][14].__dict__:
-        return None                                    # lean.unfused / kernels.stock_linears in force
-    return plan
+        rows = []
+        for l in layers:
+            at, mlp, D = l.self_attn, l.mlp, l.self_attn.head_dim
+            rows.append(_Layer(l.input_layernorm.weight, l.input_layernorm.variance_epsilon, at.q_proj.weight,
+                               at.k_proj.weight, at.v_proj.weight, at.q_proj.weight.shape[0] // D,
+                               at.k_proj.weight.shape[0] // D, at.scaling, at.o_proj.weight,
+                               l.post_attention_layernorm.weight, l.post_attention_layernorm.variance_epsilon,
+                               mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight))
+        kept = model.__dict__["_dspark_plan"] = (key, (ext, rows))
+    return kept[1]
 
 
 def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.Tensor) -> list:
@@ -77,10 +99,10 @@ def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.T
     x (1, n, d) → the outputs of every layer, each (1, n, d)."""
     ext, rows = plan
     outs, cos, sin = [], cos.contiguous(), sin.contiguous()
-    for (n1, eps1, Wq, Wk, Wv, H, Hk, scaling, Wo, n2, eps2, Wg, Wu, Wd, _, i) in rows:
-        qs, ks, vs = ext.layer_qkv(x, n1, eps1, Wq, Wk, Wv, cos, sin, H, Hk)
+    for i, r in enumerate(rows):
+        qs, ks, vs = ext.layer_qkv(x, r.n1, r.eps1, r.Wq, r.Wk, r.Wv, cos, sin, r.H, r.Hk)
         ks, vs = cache.layers[i].update(ks, vs)                                 # (1, Hk, S, D) views
-        x = ext.layer_rest(x, qs, ks, vs, scaling, Wo, n2, eps2, Wg, Wu, Wd)
+        x = ext.layer_rest(x, qs, ks, vs, r.scaling, r.Wo, r.n2, r.eps2, r.Wg, r.Wu, r.Wd)
         outs.append(x)
     return outs
 
@@ -92,28 +114,28 @@ def _causal_mask(n: int, S: int) -> torch.Tensor:
     return m
 
 
-def forward(model, ids: torch.Tensor, cache, want_hidden: bool, last_only: bool):
+def forward(model, ids: torch.Tensor, cache, want_hidden: bool, last_only: bool, fns: list | None = None):
     """ids (1, n) after the cache's P positions → (logits (1, n or 1, V) in the model's dtype,
     hidden states: None or L + 1 × (1, n, d) as transformers returns them — entry 0 the embedding output,
-    entry l the output of layer l − 1, the last one after the final norm)."""
+    entry l the output of layer l − 1, the last one after the final norm). ``fns``: what ``applies`` returned."""
     inner = model.model
-    fns = layer_forwards(model)
+    fns = fns if fns is not None else layer_forwards(model)
     n = ids.shape[1]
     P = cache.get_seq_length()                                                 # > 0 (applies)
     x = inner.embed_tokens.forward(ids)                                        # (1, n, d)
     pos = (torch.arange(n, device=x.device) + P).unsqueeze(0)                 # (1, n)
-    mask = None if n == 1 else _causal_mask(n, P + n)
     pe = inner.rotary_emb.forward(x, pos)                                      # cos, sin (1, n, D)
     hs = [x] if want_hidden else None
     # a cache whose layers append in place and hand back (1, Hk, S, D) views with each head's rows contiguous
     # (model/cache.py's GrowingCache says so); others go through each layer's own forward
     plan = _native_plan(model, fns) if getattr(cache, "grows_in_place", False) else None
-    if plan is not None and x.dtype == plan[1][0][0].dtype and len(cache.layers) == len(fns):
+    if plan is not None and x.dtype == plan[1][0].n1.dtype and len(cache.layers) == len(fns):
         outs = _native_layers(plan, x.contiguous(), cache, *pe)
         x = outs[-1]
         if hs is not None:
             hs += outs
     else:
+        mask = None if n == 1 else _causal_mask(n, P + n)
         for f in fns:
             x = f(x, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, position_embeddings=pe)
             if hs is not None:

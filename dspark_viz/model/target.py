@@ -221,8 +221,9 @@ class TargetModel:
             extra["position_ids"] = position_ids.to(self.device)
         path = self.paths.at(ids.shape[1]) if choose_path else "fast"
         with tune.run_on(self.model, path):
-            if path != "stock" and stack.applies(self.model, ids, cache, extra):
-                logits, hs = stack.forward(self.model, ids, cache, want_h, last_only)   # the same ops, fewer wrappers
+            fns = stack.applies(self.model, ids, cache, extra) if path != "stock" else None
+            if fns is not None:                                     # the same ops, fewer wrappers
+                logits, hs = stack.forward(self.model, ids, cache, want_h, last_only, fns)
             else:
                 out = self.model(input_ids=ids, cache=cache, use_cache=True,
                                  output_hidden_states=want_h, logits_to_keep=1 if last_only else 0, **extra)

@@ -19,7 +19,8 @@ from .losses import loss_terms
 MIN_STEPS = 300                # "auto": compile only for runs with at least this many steps to go
 
 _compiled = None
-_failed: str | None = None
+_failed: str | None = None     # why compiling failed in this process (then every run takes the eager loss)
+_probed = False                # the compiled loss ran once in this process: later runs skip the probe
 
 
 def wanted(mode: str, steps_to_go: int) -> bool:
@@ -40,13 +41,16 @@ def compiled_terms():
 
 def terms_or_eager(mode: str, steps_to_go: int, probe, log=print):
     """The loss-terms function a run uses: compiled when ``wanted`` and a first call ``probe(fn)`` succeeds
-    (``probe`` runs one loss + backward with it), else the eager ``loss_terms``."""
-    global _failed
+    (``probe`` runs one loss + backward with it; once per process), else the eager ``loss_terms``."""
+    global _failed, _probed
     if not wanted(mode, steps_to_go) or _failed is not None:
         return loss_terms
     fn = compiled_terms()
+    if _probed:
+        return fn
     try:
         probe(fn)
+        _probed = True
     except Exception as e:                   # noqa: BLE001 — any compiler failure: fall back, say why
         _failed = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
         log(f"compiling the loss failed ({_failed}); training with the eager loss")

@@ -10,6 +10,7 @@ full-block verification (ℓ = γ) at ``--temperature``. Its validation curve is
     python benchmarks/studies.py --study depth --data CACHE --max-seqs 900 --steps 300
     python benchmarks/studies.py --study gamma --data CACHE --max-seqs 900 --steps 300
     python benchmarks/studies.py --study data  --data CACHE --sizes 900 3600 --steps 300
+    python benchmarks/studies.py --study ablation --data CACHE --max-seqs 900 --steps 300
     python benchmarks/studies.py --latency          # draft + verify time per γ on torch's stock path
     python benchmarks/studies.py --write-only       # docs/studies.md from the cells that exist
 
@@ -35,12 +36,17 @@ STUDIES = {
     # the paper's Fig. 4 counts the anchor: draft lengths 4, 8, 12, 16 are γ = 3, 7, 11, 15
     "gamma": dict(algos=["dspark", "dspark-rnn", "dflash"], layers=[1], gammas=[3, 7, 11, 15]),
     "data": dict(algos=["dspark"], layers=[1], gammas=[7]),
+    # does the confidence loss's gradient into the backbone and the Markov head cost draft quality? (the paper
+    # trains the three terms jointly and says no more); compared with the depth study's D = 1 cells
+    "ablation": dict(algos=["dspark"], layers=[1], gammas=[7], variants=[dict(conf_grad=False)]),
 }
+VARIANT_TAGS = {"conf_grad": {False: "cdetach"}}     # a variant's recipe setting → the suffix of its cell name
 STOCK_ENV = {"DSPARK_SKINNY": "0", "DSPARK_PACKED_GQA": "0", "DSPARK_FUSED_LAYERS": "0", "DSPARK_LEAN_LAYERS": "0"}
 
 
-def cell_name(algo: str, layers: int, gamma: int, max_seqs: int, steps: int) -> str:
-    return f"{algo}_L{layers}_g{gamma}_n{max_seqs}_s{steps}"
+def cell_name(algo: str, layers: int, gamma: int, max_seqs: int, steps: int, variant: dict | None = None) -> str:
+    tags = "".join(f"_{VARIANT_TAGS[k][v]}" for k, v in sorted((variant or {}).items()))
+    return f"{algo}_L{layers}_g{gamma}_n{max_seqs}_s{steps}{tags}"
 
 
 def cells_of(study: str, max_seqs: int, steps: int, sizes: list[int]) -> list[dict]:
@@ -50,8 +56,9 @@ def cells_of(study: str, max_seqs: int, steps: int, sizes: list[int]) -> list[di
         for algo in spec["algos"]:
             for L in spec["layers"]:
                 for g in spec["gammas"]:
-                    out.append(dict(algo=algo, layers=L, gamma=g, max_seqs=n, steps=steps,
-                                    name=cell_name(algo, L, g, n, steps)))
+                    for v in spec.get("variants", [{}]):
+                        out.append(dict(algo=algo, layers=L, gamma=g, max_seqs=n, steps=steps,
+                                        name=cell_name(algo, L, g, n, steps, v), **({"variant": v} if v else {})))
     return out
 
 
@@ -87,7 +94,7 @@ def run_cell(cell: dict, args, target, records) -> dict:
 
     run_dir = cache_dir() / "studies" / cell["name"]
     drafter_file = run_dir / "drafter.json"
-    tc = TrainConfig(steps=cell["steps"], lr=args.lr, ckpt_every=args.ckpt_every)
+    tc = TrainConfig(steps=cell["steps"], lr=args.lr, ckpt_every=args.ckpt_every, **cell.get("variant", {}))
     t0 = time.perf_counter()
     train(target, cell["algo"], args.data, run_dir, drafter_file, tc, init=None, max_seqs=cell["max_seqs"],
           cfg_overrides=dict(n_layers=cell["layers"], gamma=cell["gamma"]), log=lambda m: print(m, flush=True))

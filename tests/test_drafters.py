@@ -119,6 +119,25 @@ def test_loss_falls_over_50_steps(tiny, algo, precision):
     assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5
 
 
+@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn"])
+def test_detached_confidence_loss_trains_its_head_only(tiny, algo):
+    """conf_grad=False: the confidence loss alone reaches the confidence head and nothing else; with the default the
+    backbone and the sequential head get its gradient too."""
+    t, seqs = tiny
+    grads = {}
+    for conf_grad in (True, False):
+        m = make(t, seqs, algo)
+        tc = TrainConfig(blocks_per_seq=8, seqs_per_step=2, w_ce=0.0, w_l1=0.0, w_conf=1.0, conf_grad=conf_grad)
+        loss, _ = batch_loss(m, seqs[:2], tc, torch.Generator().manual_seed(0))
+        loss.backward()
+        grads[conf_grad] = {n: p.grad is not None and bool(p.grad.abs().sum() > 0)
+                            for n, p in m.named_parameters() if p.requires_grad}
+    for conf_grad, g in grads.items():
+        assert g["conf.lin.weight"]
+        assert any(v for n, v in g.items() if n.startswith("backbone.")) == conf_grad
+        assert g["head.W1.weight"] == conf_grad
+
+
 @pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "eagle"])
 def test_training_forward_equals_inference(tiny, algo):
     """With teacher tokens equal to the greedy drafts, training logits give the same drafts."""

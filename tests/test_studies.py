@@ -41,6 +41,18 @@ def test_study_selection(tmp_path):
     assert len(cur) == 2 * len(cells) and set(cur.step) == {50, 100}
 
 
+def test_recipe_variants_only_in_the_ablation(tmp_path):
+    detached = dict(_cell("dspark", 1, 7, tau=1.35), name="dspark_L1_g7_n900_s300_cdetach",
+                    variant=dict(conf_grad=False))
+    cells = _write(tmp_path, [_cell("dspark", 1, 7), _cell("dflash", 1, 7), _cell("dspark", 2, 7), detached])
+    assert "cdetach" not in " ".join(sr.study_frame(cells, "depth").name)      # a variant is not a depth point
+    ab = sr.study_frame(cells, "ablation")
+    assert list(zip(ab.algo, ab.variant)) == [("dflash", ""), ("dspark", ""), ("dspark", "conf_grad=False")]
+    assert ab.label.iloc[2] == "DSpark-Markov (confidence loss into its head only)"
+    assert "## Ablation" in sr.studies_markdown(tmp_path)
+    assert sr.study_frame([c for c in cells if "variant" not in c], "ablation").empty   # no variant cell yet
+
+
 def test_markdown_and_charts(tmp_path):
     lat = dict(path="torch stock (DSPARK_SKINNY=0)", dtype="fp32", machine="test CPU",
                rows=[dict(name="x", algo="dspark", gamma=g, t_draft=0.005, t_verify_full=0.02 + g * 1e-3,

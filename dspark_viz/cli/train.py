@@ -71,6 +71,9 @@ def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--compile", default=TrainConfig.compile, choices=["auto", "on", "off"],
                     help="the loss through torch.compile, fused forward and backward (auto: runs of at least "
                          "300 steps; where compiling fails the eager loss runs)")
+    ap.add_argument("--conf-detach", action="store_true",
+                    help="DSpark: the confidence loss trains the confidence head only, not the backbone and the "
+                         "sequential head (the paper trains the three terms jointly)")
 
 
 def run_train(a: argparse.Namespace) -> None:
@@ -81,7 +84,8 @@ def run_train(a: argparse.Namespace) -> None:
     set_threads(a.threads)
     target = load_target(a.target, dtype="fp32")  # training runs in fp32 (CUDA when there is one)
     tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
-                     ckpt_every=a.ckpt_every, precision=a.precision, compile=a.compile)
+                     ckpt_every=a.ckpt_every, precision=a.precision, compile=a.compile,
+                     conf_grad=not a.conf_detach)
     over = {k: v for k, v in (("n_layers", a.n_layers), ("gamma", a.gamma),
                                                    ("draft_vocab", a.draft_vocab)) if v is not None}
     data = Path(a.data) if a.data else default_data_dir()

@@ -13,6 +13,14 @@ from pathlib import Path
 import pandas as pd
 
 LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style"}
+VARIANT_LABEL = {"conf_grad": {False: "confidence loss into its head only"}}
+
+
+def variant_label(cell: dict) -> str:
+    """The drafter's name with its recipe variant, if any: "DSpark-Markov (confidence loss into its head only)"."""
+    base = LABEL.get(cell["algo"], cell["algo"])
+    v = cell.get("variant") or {}
+    return base + (" (" + ", ".join(VARIANT_LABEL[k][x] for k, x in sorted(v.items())) + ")" if v else "")
 
 
 def load_cells(folder: str | Path) -> list[dict]:
@@ -34,7 +42,8 @@ def cells_frame(cells: list[dict]) -> pd.DataFrame:
         curve = c.get("val_curve") or [{}]
         acc = c.get("conditional_acceptance") or [None]
         tr = c.get("train") or {}
-        rows.append(dict(name=c["name"], algo=c["algo"], label=LABEL.get(c["algo"], c["algo"]), layers=c["layers"],
+        rows.append(dict(name=c["name"], algo=c["algo"], label=variant_label(c), layers=c["layers"],
+                         variant=",".join(f"{k}={x}" for k, x in sorted((c.get("variant") or {}).items())),
                          gamma=c["gamma"], max_seqs=c["max_seqs"], data_tokens=tr.get("data_tokens"),
                          steps=c["steps"], tau=c["tau"], acc1=acc[0], tau_est=curve[-1].get("tau_est"),
                          minutes=tr.get("minutes"), n_prompts=c.get("n_prompts"),
@@ -44,11 +53,20 @@ def cells_frame(cells: list[dict]) -> pd.DataFrame:
 
 def study_frame(cells: list[dict], study: str) -> pd.DataFrame:
     """The cells of one study, selected by the study's fixed settings (depth: γ = 7; gamma: D = 1; data: DSpark-Markov
-    D = 1, γ = 7, every corpus size) and one training budget: the most common one (data: the one with the most
-    corpus sizes)."""
+    D = 1, γ = 7, every corpus size; ablation: D = 1, γ = 7 DSpark-Markov with and without its recipe variants, and
+    DFlash-style) and one training budget: the most common one (data: the one with the most corpus sizes). Only
+    the ablation reads cells of a recipe variant."""
     df = cells_frame(cells)
     if df.empty:
         return df
+    if study == "ablation":
+        df = df[(df.layers == 1) & (df.gamma == 7) & df.algo.isin(["dspark", "dflash"])]
+        with_variant = df[df.variant != ""]
+        if with_variant.empty:
+            return with_variant
+        df = df[(df.steps == with_variant.steps.iloc[0]) & (df.max_seqs == with_variant.max_seqs.iloc[0])]
+        return df.sort_values(["algo", "variant"]).reset_index(drop=True)
+    df = df[df.variant == ""]
     if study == "depth":
         df = df[(df.gamma == 7) & df.algo.isin(["dspark", "dflash"])]
     elif study == "gamma":
@@ -56,7 +74,7 @@ def study_frame(cells: list[dict], study: str) -> pd.DataFrame:
     elif study == "data":
         df = df[(df.layers == 1) & (df.gamma == 7) & (df.algo == "dspark")]
     else:
-        raise ValueError(f"unknown study {study!r}: depth, gamma or data")
+        raise ValueError(f"unknown study {study!r}: depth, gamma, data or ablation")
     if df.empty:
         return df
     if study == "data":                 # the budget that covers the most corpus sizes (ties: the longer one)
@@ -73,9 +91,9 @@ def curves_frame(cells: list[dict]) -> pd.DataFrame:
     rows = []
     for c in cells:
         for r in c.get("val_curve") or []:
-            rows.append(dict(name=c["name"], algo=c["algo"], label=LABEL.get(c["algo"], c["algo"]),
-                             layers=c["layers"], gamma=c["gamma"], max_seqs=c["max_seqs"], step=r["step"],
-                             tau_est=r.get("tau_est"), acc1=r.get("acc1")))
+            rows.append(dict(name=c["name"], algo=c["algo"], label=variant_label(c), layers=c["layers"],
+                             gamma=c["gamma"], max_seqs=c["max_seqs"], step=r["step"], tau_est=r.get("tau_est"),
+                             acc1=r.get("acc1")))
     return pd.DataFrame(rows)
 
 
@@ -101,7 +119,8 @@ def studies_markdown(folder: str | Path) -> str:
            "meanwhile (a record, not a cost comparison).", "",
            "Commands (CACHE: `dspark-viz data --corpus corpus/answers --max-seqs N --out CACHE`, N at least the largest "
            "size; each run resumes where it stopped): `python benchmarks/studies.py --study depth --data CACHE "
-           "--steps 400 --threads 1`, the same with `--study gamma`, `--study data --sizes 900 3600 … --steps 2000`, "
+           "--steps 400 --threads 1`, the same with `--study gamma` and `--study ablation`, `--study data --sizes 900 3600 … "
+           "--steps 2000`, "
            "then `--latency` on a quiet machine and `--write-only` for this page.", ""]
     if not cells:
         return "\n".join(out + ["No cells yet: run `python benchmarks/studies.py --study depth --data CACHE`.", ""])
@@ -110,7 +129,8 @@ def studies_markdown(folder: str | Path) -> str:
             ("acc₁", "acc1", ".3f"), ("τ_est", "tau_est", ".3f"), ("train min", "minutes", ".1f")]
     titles = {"depth": "Depth (the paper's Fig. 3): D = 1, 2, 3 at γ = 7",
               "gamma": "Block size (the paper's Fig. 4): draft lengths γ + 1 = 4, 8, 12, 16 at D = 1",
-              "data": "Corpus size: DSpark-Markov, D = 1, γ = 7"}
+              "data": "Corpus size: DSpark-Markov, D = 1, γ = 7",
+              "ablation": "Ablation: the confidence loss's gradient (D = 1, γ = 7)"}
     for study, title in titles.items():
         df = study_frame(cells, study)
         if df.empty:

@@ -15,6 +15,8 @@ class TrainConfig:
     w_ce: float = 0.1
     w_l1: float = 0.9
     w_conf: float = 1.0
+    conf_grad: bool = True               # the confidence loss also trains the backbone and the sequential head (the
+                                         # paper trains the three terms jointly); False: it trains the confidence head only
     decay: float | None = None           # w_k = exp(−(k−1)/decay); None: decay = γ (the paper)
     seed: int = 0
     precision: str = "auto"             # fp32 | bf16 (autocast) | auto: bf16 on CUDA; on a CPU the faster, timed

@@ -127,9 +127,10 @@ def vocab_weight(model, dtype: torch.dtype) -> torch.Tensor:
     return W
 
 
-def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: bool = False):
+def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: bool = False, conf_grad: bool = True):
     """Every sequence's blocks in one pass after the backbone: the backbone (or EAGLE's unroll) runs per
-    sequence, the vocabulary products, the heads and p_target once over all blocks.
+    sequence, the vocabulary products, the heads and p_target once over all blocks; without ``conf_grad`` the
+    confidence head reads h and the token embedding detached (its loss then trains the head alone).
     → logits (N, γ, V_d) = U + B, conf logits (N, γ) or None, labels, p_target (N, γ, V_d), mask (N, γ);
     with ``rows`` p_target as (distinct rows (U, V_d), row_of (N, γ)) — the loss gathers them itself."""
     hid = eagle_hidden if model.cfg.algo == "eagle" else dspark_hidden
@@ -158,7 +159,8 @@ def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: b
         B, e = torch.stack(bs, 1), torch.stack(es, 1)
     conf = None
     if model.conf is not None:
-        conf = model.conf(h.reshape(N * g, -1), e.reshape(N * g, -1)).view(N, g)
+        hc, ec = (h, e) if conf_grad else (h.detach(), e.detach())
+        conf = model.conf(hc.reshape(N * g, -1), ec.reshape(N * g, -1)).view(N, g)
     return U + B, conf, lab, p_t, m
 
 
@@ -181,7 +183,7 @@ def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator, t
     """The weighted loss over ``tc.blocks_per_seq`` random blocks of each sequence, all in one pass; ``terms``:
     ``losses.loss_terms`` or the same function compiled (fused.py)."""
     anchors = [_anchors(s, tc.blocks_per_seq, gen) for s in seqs]
-    logits, conf, lab, (p_u, row_of), m = forward_blocks(model, seqs, anchors, rows=True)
+    logits, conf, lab, (p_u, row_of), m = forward_blocks(model, seqs, anchors, rows=True, conf_grad=tc.conf_grad)
     w = position_weights(model.cfg.gamma, tc.decay)
     return drafter_loss(logits, lab, p_u, m, w, conf, row_of=row_of, terms=terms,
                         **loss_weights(model.cfg.algo, tc))

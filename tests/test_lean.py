@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dspark_viz.fast import lean
+from dspark_viz.fast import kernels, lean
 
 
 def _forward(t, ids, new, **kw):
@@ -203,3 +203,52 @@ def test_native_layer_rejects_misfitting_arguments():
         ext.layer_rest(x, q, K, V, 0.25, Wo, ln, 1e-5, Wg, Wg, torch.randn(d, F + 8))
     with pytest.raises(RuntimeError, match="S ≥ M"):
         ext.layer_rest(x, q, K[:, :, :2], V[:, :, :2], 0.25, Wo, ln, 1e-5, Wg, Wg, Wd)
+
+
+@pytest.mark.parametrize("dtype,rel", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("gamma", [1, 4, 8])
+def test_native_draft_block_agrees_with_the_torch_layers(dtype, rel, gamma):
+    """A parallel drafter's inference block (every row sees the context and the whole block) through the two native
+    calls per layer agrees with the torch layers under an all-visible mask, to within the dtype's rounding."""
+    from dspark_viz.drafters.backbone import ParallelBackbone
+
+    ext = kernels.load()
+    if ext is None:
+        pytest.skip("the native extension is not available here")
+    torch.manual_seed(0)
+    bb = ParallelBackbone(d=64, m=2, n_layers=2, n_heads=4, n_kv=2, head_dim=16, d_ff=128, eps=1e-5,
+                          rope_theta=10000.0)
+    with torch.no_grad():
+        for p_ in bb.parameters():
+            p_.normal_(0, 0.3) if p_.dim() == 2 else p_.uniform_(0.5, 1.5)
+    bb = bb.to(dtype).eval()
+    n = 23
+    with torch.inference_mode():
+        ctx_kv = bb.context_kv(bb.fuse(torch.randn(n, 128, dtype=dtype)), torch.arange(n))
+        x, pos = torch.randn(gamma, 64, dtype=dtype), torch.arange(n, n + gamma)
+        assert bb.native_applies(ext, x)
+        native = bb.forward_block(x, pos, ctx_kv, ext).float()
+        torch_ = bb(x, pos, ctx_kv, torch.ones(gamma, n + gamma, dtype=torch.bool)).float()
+        assert torch.equal(bb.forward_block(x, pos, ctx_kv, None).float(), torch_)    # no extension: torch's
+    assert float((native - torch_).abs().max()) <= rel * float(torch_.abs().max())
+    with torch.inference_mode():                                                     # rows see the whole block:
+        flipped = bb.forward_block(x.flip(0), pos, ctx_kv, ext).float()              # a later row changes row 0
+    assert not torch.allclose(flipped[0], native[-1]) or gamma == 1
+
+
+def test_native_draft_block_steps_aside(monkeypatch):
+    from dspark_viz.drafters.backbone import ParallelBackbone
+
+    ext = kernels.load()
+    if ext is None:
+        pytest.skip("the native extension is not available here")
+    bb = ParallelBackbone(d=64, m=2, n_layers=1, n_heads=4, n_kv=2, head_dim=16, d_ff=128, eps=1e-5,
+                          rope_theta=10000.0)
+    x = torch.randn(4, 64)
+    assert not bb.native_applies(ext, x)                     # autograd on: training takes the torch layers
+    with torch.inference_mode():
+        assert not bb.native_applies(None, x)
+        assert not bb.native_applies(ext, torch.randn(9, 64))                          # more than 8 rows
+        assert not bb.native_applies(ext, x.double())
+        monkeypatch.setenv("DSPARK_FUSED_LAYERS", "0")
+        assert not bb.native_applies(ext, x)

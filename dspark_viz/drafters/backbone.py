@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..fast import kernels, lean
+
 
 class RMSNorm(nn.Module):
     def __init__(self, d: int, eps: float = 1e-5):
@@ -116,6 +118,21 @@ class DraftLayer(nn.Module):
         x = x + m.down_proj(F.silu(m.gate_proj(h)) * m.up_proj(h))
         return (x, kb, vb) if return_kv else x
 
+    def native_forward(self, ext, x, cos, sin, k_ctx, v_ctx):
+        """``forward`` of one inference block whose rows see every key (the context and the whole block) as the
+        fused decoder layer's two native calls (fast/csrc/decoder_layer.h): x (γ ≤ 8, d), cos/sin (γ, Dh) →
+        (γ, d). The same function; its rounding follows transformers' layer, so it agrees with ``forward`` to
+        within the dtype's rounding, not bit for bit."""
+        a, m, dt = self.self_attn, self.mlp, x.dtype
+        q, kb, vb = ext.layer_qkv(x[None], self.input_layernorm.weight, self.input_layernorm.eps, a.q_proj.weight,
+                                  a.k_proj.weight, a.v_proj.weight, cos.to(dt)[None], sin.to(dt)[None],
+                                  self.H, self.Hk)                                  # (1, H, γ, Dh), (1, Hk, γ, Dh)
+        K = torch.cat([k_ctx[None], kb], 2)                                          # (1, Hk, n + γ, Dh)
+        V = torch.cat([v_ctx[None], vb], 2)
+        return ext.layer_rest_full(x[None], q, K, V, self.Dh ** -0.5, a.o_proj.weight,
+                                   self.post_attention_layernorm.weight, self.post_attention_layernorm.eps,
+                                   m.gate_proj.weight, m.up_proj.weight, m.down_proj.weight)[0]
+
 
 class ParallelBackbone(nn.Module):
     """Fuses target features, embeds [x0, MASK…], runs L draft layers, returns h (…, d)."""
@@ -145,6 +162,29 @@ class ParallelBackbone(nn.Module):
         x = self.mask_emb.expand(N, gamma, -1).clone()
         x[:, 0] = embed[anchors].to(x.dtype)
         return x.reshape(N * gamma, -1)
+
+    def native_applies(self, ext, x: torch.Tensor) -> bool:
+        """Whether ``forward_block`` can take the native layers: the compiled extension with the full-attention
+        call, the fused layers switched on (``DSPARK_FUSED_LAYERS``), a CPU block of 1–8 rows in fp32 or bf16
+        without autograd, and sizes the native code handles."""
+        if ext is None or not hasattr(ext, "layer_rest_full") or not lean.fused_enabled():
+            return False
+        l0 = self.layers[0]
+        return (x.device.type == "cpu" and x.dtype in kernels.DTYPES and 1 <= x.shape[0] <= kernels.MAX_ROWS
+                and not torch.is_grad_enabled() and x.shape[1] % 8 == 0 and self.head_dim % 16 == 0
+                and l0.mlp.gate_proj.weight.shape[0] % 8 == 0
+                and all(p.dtype == x.dtype and p.is_contiguous() for p in self.layers.parameters()))
+
+    def forward_block(self, x, pos, ctx_kv, ext=None):
+        """One inference block whose rows see the whole context and the whole block: x (γ, d), pos (γ,) →
+        h (γ, d); through the native layers where they apply (``native_applies``), else ``forward``."""
+        if not self.native_applies(ext, x):
+            n = ctx_kv[0][0].shape[1] if ctx_kv else 0
+            return self(x, pos, ctx_kv, torch.ones(x.shape[0], n + x.shape[0], dtype=torch.bool, device=x.device))
+        cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
+        for layer, (kc, vc) in zip(self.layers, ctx_kv):
+            x = layer.native_forward(ext, x, cos, sin, kc, vc)
+        return self.norm(x)
 
     def forward(self, x, pos, ctx_kv, mask, blocks=None):
         """x (T, d) block inputs, pos (T,) positions, ctx_kv per layer, mask (T, n+T) → h (T, d); training's

@@ -92,9 +92,8 @@ class DSparkModel(nn.Module):
         g, dev = self.cfg.gamma, self.W_vd.device
         assert st["n"] == anchor_pos, "drafter context must end right before the anchor"
         x = self.backbone.block_input(torch.tensor([anchor], device=dev), g, self.embed)      # (γ, d)
-        pos = torch.arange(anchor_pos, anchor_pos + g, device=dev)
-        mask = torch.ones(g, st["n"] + g, dtype=torch.bool, device=dev)                      # context < anchor + block
-        h = self.backbone(x, pos, st["kv"], mask)                                             # (γ, d)
+        pos = torch.arange(anchor_pos, anchor_pos + g, device=dev)                            # context < anchor
+        h = self.backbone.forward_block(x, pos, st["kv"], self.vocab_product.ext)             # + block: (γ, d)
         U = self.base_logits(h).float()                                                       # (γ, V_d)
         rows, toks, es, diags = [], [], [], []                                                # rows: γ × (V_d,)
         vocab = self._vocab_list()

@@ -16,7 +16,9 @@ The two doors, one call each:
 - ``install(model, device, dtype)`` puts them in place on a loaded Hugging Face model (the target wrapper
   makes this call) and returns the ``FastPaths`` record the target keeps;
 - ``install_drafter(model, paths)`` gives a drafter the target's kernel for its own products and returns
-  the ``RowProduct`` its vocabulary projections take (the drafter loaders make this call).
+  the ``RowProduct`` its vocabulary projections take (the drafter loaders make this call); a parallel drafter's
+  inference block also runs its layers as the fused layer's two native calls, every row seeing all keys
+  (``drafters.backbone.ParallelBackbone.forward_block``, ``DSPARK_FUSED_LAYERS`` switches both).
 
 Nothing here changes what is computed beyond float summation order: the exactness tests run on this path.
 

@@ -24,6 +24,8 @@
 //
 // Shapes: x (1, M, d); cos, sin (1, M, Dh); q (1, H, M, Dh); k, v (1, Hk, M, Dh); K, V (1, Hk, S, Dh) with
 // the M new positions last, so query m sees cache positions 0 … S − M + m (the causal mask of one sequence).
+// layer_rest_full is the same layer with every query seeing all S keys: a parallel drafter's block, whose rows
+// attend to the context and to each other both ways (drafters/backbone.py).
 #pragma once
 #include <cmath>
 #include <vector>
@@ -233,7 +235,7 @@ std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double 
 template <typename T>
 torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
                         torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
-                        torch::Tensor Wd) {
+                        torch::Tensor Wd, bool causal) {
   const int64_t M = x.size(1), d = x.size(2), H = q.size(1), Dh = q.size(3), Hk = K.size(1), S = K.size(2);
   const int64_t rep = H / Hk, past = S - M, F = Wg.size(0);
   const int64_t R = rep * M;                                  // query rows per kv head
@@ -250,7 +252,8 @@ torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch
       widen_into(Kp + g * k_head, kf.data(), S * Dh);
       widen_into(Vp + g * v_head, vf.data(), S * Dh);
       for (int64_t r = 0; r < R; ++r) {                       // row r: head g·rep + r / M, query r % M
-        const int64_t hd = g * rep + r / M, m = r % M, n = past + m + 1;  // causal: keys 0 … past + m
+        const int64_t hd = g * rep + r / M, m = r % M;
+        const int64_t n = causal ? past + m + 1 : S;          // causal: keys 0 … past + m; else all
         scores(qf.data() + (hd * M + m) * Dh, kf.data(), Dh, n, scf, sc.data());
         softmax_pv(sc.data(), vf.data(), Dh, n, orow.data());
         float* dst = o.data() + m * H * Dh + hd * Dh;          // (M, H·Dh): heads side by side
@@ -301,9 +304,9 @@ std::vector<torch::Tensor> layer_qkv(torch::Tensor x, torch::Tensor ln_w, double
                           : qkv_impl<at::BFloat16>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk);
 }
 
-torch::Tensor layer_rest(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
-                         torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
-                         torch::Tensor Wd) {
+torch::Tensor rest_checked(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
+                           torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
+                           torch::Tensor Wd, bool causal) {
   const auto dt = x.scalar_type();
   TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "layer_rest: float32 or bfloat16");
   TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8, "layer_rest: x (1, 1..8, d)");
@@ -322,6 +325,18 @@ torch::Tensor layer_rest(torch::Tensor x, torch::Tensor q, torch::Tensor K, torc
                 (t.stride(1) >= t.size(2) * t.size(3) || t.size(1) == 1),
                 "layer_rest: K/V with contiguous (S, Dh) rows per head");
   }
-  return dt == at::kFloat ? rest_impl<float>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd)
-                          : rest_impl<at::BFloat16>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd);
+  return dt == at::kFloat ? rest_impl<float>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd, causal)
+                          : rest_impl<at::BFloat16>(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd, causal);
+}
+
+torch::Tensor layer_rest(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
+                         torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
+                         torch::Tensor Wd) {
+  return rest_checked(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd, true);
+}
+
+torch::Tensor layer_rest_full(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
+                              torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
+                              torch::Tensor Wd) {
+  return rest_checked(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd, false);
 }

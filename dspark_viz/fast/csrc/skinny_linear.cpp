@@ -54,4 +54,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B: bf16 otherwise takes tiles)");
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
+  m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");
 }

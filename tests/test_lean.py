@@ -250,5 +250,8 @@ def test_native_draft_block_steps_aside(monkeypatch):
         assert not bb.native_applies(None, x)
         assert not bb.native_applies(ext, torch.randn(9, 64))                          # more than 8 rows
         assert not bb.native_applies(ext, x.double())
-        monkeypatch.setenv("DSPARK_FUSED_LAYERS", "0")
-        assert not bb.native_applies(ext, x)
+    from dspark_viz import fast
+
+    assert fast.layer_extension(fast.RowProduct(ext)) is ext and fast.layer_extension(fast.RowProduct()) is None
+    monkeypatch.setenv("DSPARK_FUSED_LAYERS", "0")
+    assert fast.layer_extension(fast.RowProduct(ext)) is None                          # the switch turns it off

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..fast import kernels, lean
+from .. import fast
 
 
 class RMSNorm(nn.Module):
@@ -164,13 +164,12 @@ class ParallelBackbone(nn.Module):
         return x.reshape(N * gamma, -1)
 
     def native_applies(self, ext, x: torch.Tensor) -> bool:
-        """Whether ``forward_block`` can take the native layers: the compiled extension with the full-attention
-        call, the fused layers switched on (``DSPARK_FUSED_LAYERS``), a CPU block of 1–8 rows in fp32 or bf16
-        without autograd, and sizes the native code handles."""
-        if ext is None or not hasattr(ext, "layer_rest_full") or not lean.fused_enabled():
+        """Whether ``forward_block`` can take the native layers: the extension (``fast.layer_extension``), a CPU
+        block of 1–8 rows in fp32 or bf16 without autograd, and sizes the native code handles."""
+        if ext is None:
             return False
         l0 = self.layers[0]
-        return (x.device.type == "cpu" and x.dtype in kernels.DTYPES and 1 <= x.shape[0] <= kernels.MAX_ROWS
+        return (x.device.type == "cpu" and x.dtype in fast.DTYPES and 1 <= x.shape[0] <= fast.MAX_ROWS
                 and not torch.is_grad_enabled() and x.shape[1] % 8 == 0 and self.head_dim % 16 == 0
                 and l0.mlp.gate_proj.weight.shape[0] % 8 == 0
                 and all(p.dtype == x.dtype and p.is_contiguous() for p in self.layers.parameters()))

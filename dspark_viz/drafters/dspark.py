@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..fast import RowProduct
+from .. import fast
 from ..sampling import probs_from_logits, sample
 from .backbone import ParallelBackbone
 from .config import DrafterConfig
@@ -33,7 +33,7 @@ def register_draft_vocab(module: nn.Module, vocab_ids: torch.Tensor, embed: torc
     module.register_buffer("full2draft", f2d, persistent=False)
     module.register_buffer("W_vd", lm_head.detach()[vocab_ids.long()].clone(), persistent=False)
     module.embed, module.lm_head = embed, lm_head
-    module.vocab_product = RowProduct()
+    module.vocab_product = fast.RowProduct()
 
 
 def full_vocab_rows(module: nn.Module, rows: list[torch.Tensor]) -> torch.Tensor:
@@ -93,7 +93,8 @@ class DSparkModel(nn.Module):
         assert st["n"] == anchor_pos, "drafter context must end right before the anchor"
         x = self.backbone.block_input(torch.tensor([anchor], device=dev), g, self.embed)      # (γ, d)
         pos = torch.arange(anchor_pos, anchor_pos + g, device=dev)                            # context < anchor
-        h = self.backbone.forward_block(x, pos, st["kv"], self.vocab_product.ext)             # + block: (γ, d)
+        ext = fast.layer_extension(self.vocab_product)
+        h = self.backbone.forward_block(x, pos, st["kv"], ext)                                # + block: (γ, d)
         U = self.base_logits(h).float()                                                       # (γ, V_d)
         rows, toks, es, diags = [], [], [], []                                                # rows: γ × (V_d,)
         vocab = self._vocab_list()

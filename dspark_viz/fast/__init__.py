@@ -95,6 +95,17 @@ def install_drafter(model: torch.nn.Module, paths: FastPaths | None) -> RowProdu
     return RowProduct(ext)
 
 
+MAX_ROWS, DTYPES = kernels.MAX_ROWS, kernels.DTYPES     # the few-row path's widths and dtypes
+
+
+def layer_extension(product: RowProduct | None):
+    """The compiled extension for a drafter's own layers as fused native calls (``layer_qkv`` +
+    ``layer_rest_full``), or None: only where the drafter's products take the kernel (``install_drafter``) and the
+    fused layers are switched on (``DSPARK_FUSED_LAYERS``)."""
+    ext = getattr(product, "ext", None)
+    return ext if ext is not None and hasattr(ext, "layer_rest_full") and lean.fused_enabled() else None
+
+
 LLAMA_FAMILY = ("llama", "mistral")    # the model types whose layers lean.py and attention.py were written for
 
 

@@ -40,13 +40,13 @@ STUDIES = {
     # trains the three terms jointly and says no more); compared with the depth study's D = 1 cells
     "ablation": dict(algos=["dspark"], layers=[1], gammas=[7], variants=[dict(conf_grad=False)]),
 }
-VARIANT_TAGS = {"conf_grad": {False: "cdetach"}}     # a variant's recipe setting → the suffix of its cell name
 STOCK_ENV = {"DSPARK_SKINNY": "0", "DSPARK_PACKED_GQA": "0", "DSPARK_FUSED_LAYERS": "0", "DSPARK_LEAN_LAYERS": "0"}
 
 
 def cell_name(algo: str, layers: int, gamma: int, max_seqs: int, steps: int, variant: dict | None = None) -> str:
-    tags = "".join(f"_{VARIANT_TAGS[k][v]}" for k, v in sorted((variant or {}).items()))
-    return f"{algo}_L{layers}_g{gamma}_n{max_seqs}_s{steps}{tags}"
+    from dspark_viz.evaluation.study_report import variant_tag
+
+    return f"{algo}_L{layers}_g{gamma}_n{max_seqs}_s{steps}{variant_tag(variant)}"
 
 
 def cells_of(study: str, max_seqs: int, steps: int, sizes: list[int]) -> list[dict]:

@@ -13,14 +13,20 @@ from pathlib import Path
 import pandas as pd
 
 LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style"}
-VARIANT_LABEL = {"conf_grad": {False: "confidence loss into its head only"}}
+# a recipe variant's setting → (the suffix of its cell name, its words in labels)
+VARIANTS = {"conf_grad": {False: ("cdetach", "confidence loss into its head only")}}
+
+
+def variant_tag(variant: dict | None) -> str:
+    """The cell-name suffix of a recipe variant: {"conf_grad": False} → "_cdetach"; "" for none."""
+    return "".join(f"_{VARIANTS[k][v][0]}" for k, v in sorted((variant or {}).items()))
 
 
 def variant_label(cell: dict) -> str:
     """The drafter's name with its recipe variant, if any: "DSpark-Markov (confidence loss into its head only)"."""
     base = LABEL.get(cell["algo"], cell["algo"])
     v = cell.get("variant") or {}
-    return base + (" (" + ", ".join(VARIANT_LABEL[k][x] for k, x in sorted(v.items())) + ")" if v else "")
+    return base + (" (" + ", ".join(VARIANTS[k][x][1] for k, x in sorted(v.items())) + ")" if v else "")
 
 
 def load_cells(folder: str | Path) -> list[dict]:

@@ -10,7 +10,7 @@ import torch
 
 from dspark_viz.model.toy import tiny_llama_target
 from dspark_viz.train import corpus, magpie
-from dspark_viz.train.data import FeatureStore, build_features
+from dspark_viz.train.data import FeatureStore, build_features, check_cache_dtype
 from dspark_viz.train.sample import next_tokens, sample_rows
 
 
@@ -195,6 +195,10 @@ def test_feature_cache_is_mapped_and_matches_a_forward(toy, tmp_path):
     assert torch.allclose(s["feats"].float(), want.float(), atol=2e-3)
     assert torch.allclose(s["lse"], torch.logsumexp(o.logits[0].float(), -1), atol=1e-4)
     idx = json.loads((feat / "index.json").read_text())
+    assert idx["dtype"] == "fp32"                       # the forward's dtype, recorded
+    check_cache_dtype(feat, "fp32")                     # same dtype: extending is allowed
+    with pytest.raises(SystemExit, match="computed in fp32; extend it with --dtype fp32"):
+        check_cache_dtype(feat, "bf16")                 # one cache, one arithmetic
     idx["format"] = 1
     (feat / "index.json").write_text(json.dumps(idx))
     with pytest.raises(ValueError, match="older format"):

@@ -9,8 +9,8 @@ from ..drafters.neural import ASSETS, SHIPPED
 from ..model.target import load_target
 from ..settings import assets, cache_dir
 from ..train.config import TrainConfig
-from ..train.data import build_dataset, build_features, default_data_dir
-from ..train.trainer import train, train_in_turns
+from ..train.data import build_dataset, build_features, check_cache_dtype, default_data_dir
+from ..train.trainer import cpu_has_bf16, train, train_in_turns
 from .common import set_threads
 
 
@@ -28,15 +28,25 @@ def add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.7)
     p.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--dtype", default="auto", choices=["auto", "fp32", "bf16"],
+                   help="the target's forward that makes the features (stored as fp16 either way); auto: bf16 on "
+                        "CUDA and on a CPU that multiplies it natively (AVX512-BF16 / AMX), fp32 elsewhere")
 
 
 def run_data(a: argparse.Namespace) -> None:
     set_threads(a.threads)
-    target = load_target(a.target, dtype="fp32")        # features in fp32, as the trainer reads them
+    dtype = a.dtype
+    if dtype == "auto":
+        import torch
+        dtype = "bf16" if torch.cuda.is_available() or cpu_has_bf16() else "fp32"
     out_dir = Path(a.out) if a.out else default_data_dir()
     if a.corpus:
+        check_cache_dtype(out_dir, dtype)                # before the target loads: a clear error, nothing lost
+        target = load_target(a.target, dtype=dtype)
         out = build_features(target, a.corpus, out_dir, max_seqs=a.max_seqs)
+        print(f"features computed in {dtype}")
     else:
+        target = load_target(a.target, dtype="fp32")    # answers sampled and features computed in fp32
         prompts = Path(a.prompts) if a.prompts else assets("prompts", "train.jsonl")
         out = build_dataset(target, prompts, out_dir, a.temperature, a.max_new_tokens, a.batch_size, limit=a.limit)
     print(f"feature cache: {out}")

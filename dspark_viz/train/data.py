@@ -107,9 +107,25 @@ def save_shard(path: Path, seqs: list[dict]) -> None:
     Path(str(path) + ".tmp").replace(path)
 
 
+def _dtype_name(target) -> str:
+    dt = next(target.model.parameters()).dtype
+    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dt, str(dt))
+
+
+def check_cache_dtype(out_dir: str | Path, dtype: str) -> None:
+    """Refuse to extend a feature cache whose shards were computed in another dtype (one cache, one arithmetic)."""
+    index = Path(out_dir) / "index.json"
+    if not index.exists():
+        return
+    made = json.loads(index.read_text()).get("dtype", "fp32")
+    if made != dtype and any(Path(out_dir).glob("feat_*.pt")):
+        raise SystemExit(f"the feature cache in {out_dir} was computed in {made}; extend it with --dtype {made}, "
+                         f"or give a new --out for {dtype} features")
+
+
 def write_index(target, out_dir: Path, corpus_dir, seconds: float) -> None:
     shards = sorted(p.name for p in out_dir.glob("feat_*.pt"))
-    index = {"format": FORMAT, "target": target.name, "vocab_hash": target.vocab_hash,
+    index = {"format": FORMAT, "target": target.name, "dtype": _dtype_name(target), "vocab_hash": target.vocab_hash,
              "feature_layers": target.feature_layers, "hidden_size": target.hidden_size, "corpus": str(corpus_dir),
              "shards": shards, "bytes": sum((out_dir / s).stat().st_size for s in shards),
              "build_seconds_last_run": round(seconds, 1)}

@@ -62,13 +62,13 @@ def cells_of(study: str, max_seqs: int, steps: int, sizes: list[int]) -> list[di
     return out
 
 
-def machine() -> str:
+def machine(precision: str = "fp32") -> str:
     import torch
 
     from dspark_viz.fast import tune
 
     cpu, _ = tune.cpu_model_and_flags()
-    return f"{cpu} ({os.cpu_count()} cores) · torch threads {torch.get_num_threads()} · fp32"
+    return f"{cpu} ({os.cpu_count()} cores) · torch threads {torch.get_num_threads()} · {precision}"
 
 
 def val_curve(run_dir: Path) -> list[dict]:
@@ -94,7 +94,8 @@ def run_cell(cell: dict, args, target, records) -> dict:
 
     run_dir = cache_dir() / "studies" / cell["name"]
     drafter_file = run_dir / "drafter.json"
-    tc = TrainConfig(steps=cell["steps"], lr=args.lr, ckpt_every=args.ckpt_every, **cell.get("variant", {}))
+    tc = TrainConfig(steps=cell["steps"], lr=args.lr, ckpt_every=args.ckpt_every, precision=args.precision,
+                     **cell.get("variant", {}))
     t0 = time.perf_counter()
     train(target, cell["algo"], args.data, run_dir, drafter_file, tc, init=None, max_seqs=cell["max_seqs"],
           cfg_overrides=dict(n_layers=cell["layers"], gamma=cell["gamma"]), log=lambda m: print(m, flush=True))
@@ -113,7 +114,8 @@ def run_cell(cell: dict, args, target, records) -> dict:
                                                        ("data_sequences", "data_tokens", "steps", "minutes",
                                                         "positions", "positions_per_s", "precision")},
             "recipe": card.get("recipe"), "train_seconds_this_run": round(train_s, 1),
-            "eval_seconds": round(time.perf_counter() - t0, 1), "machine": machine()}
+            "eval_seconds": round(time.perf_counter() - t0, 1),
+            "machine": machine(card.get("precision") or args.precision)}
 
 
 def run(args) -> None:
@@ -192,6 +194,9 @@ def main(argv=None) -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="training precision of every cell (bf16: autocast, for CPUs with AVX512-BF16 / AMX); "
+                         "one study's cells share it")
     ap.add_argument("--repeats", type=int, default=9, help="--latency: timed repeats per part")
     ap.add_argument("--latency", action="store_true")
     ap.add_argument("--write-only", action="store_true")

@@ -17,6 +17,8 @@ DEPTH=${DEPTH:-2}                           # the paper uses 5; D is what the bu
 STEPS=${STEPS:-6000}
 LR=${LR:-2e-3}
 THREADS=${THREADS:-2}
+PRECISION=${PRECISION:-auto}                # auto: bf16 autocast where it is faster (timed); pass bf16 / fp32 when
+                                            # another job shares the machine and would skew that timing
 MAX_SEQS=${MAX_SEQS:-}                      # train on the first N corpus answers only (a fixed data budget)
 ONLY=${ONLY:-}                              # e.g. "dspark-L2 dflash-L2": train only these
 
@@ -27,5 +29,5 @@ for spec in "dspark $DEPTH" "dspark-rnn $DEPTH" "dflash $DEPTH" "eagle 1" "dspar
     name="$algo-L$layers"
     if [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
     $DV train --algo "$algo" --n-layers "$layers" --data "$DATA" --run-dir "$RUNS/$name" \
-        --out "$OUT/$name.json" --steps "$STEPS" --lr "$LR" --threads "$THREADS" ${MAX_SEQS:+--max-seqs "$MAX_SEQS"}
+        --out "$OUT/$name.json" --steps "$STEPS" --lr "$LR" --threads "$THREADS" --precision "$PRECISION" ${MAX_SEQS:+--max-seqs "$MAX_SEQS"}
 done

@@ -197,7 +197,7 @@ def test_feature_cache_is_mapped_and_matches_a_forward(toy, tmp_path):
     idx = json.loads((feat / "index.json").read_text())
     assert idx["dtype"] == "fp32"                       # the forward's dtype, recorded
     check_cache_dtype(feat, "fp32")                     # same dtype: extending is allowed
-    with pytest.raises(SystemExit, match="computed in fp32; extend it with --dtype fp32"):
+    with pytest.raises(ValueError, match="computed in fp32; extend it with --dtype fp32"):
         check_cache_dtype(feat, "bf16")                 # one cache, one arithmetic
     idx["format"] = 1
     (feat / "index.json").write_text(json.dumps(idx))
@@ -212,6 +212,7 @@ def test_corpus_cli_refuses_bad_settings(tmp_path, capsys):
     assert main(["corpus", "answers", "--prompts", "x.jsonl", "--out", str(tmp_path), "--token-budget", "0"]) == 2
     assert main(["corpus", "filter", "--raw", str(tmp_path / "none"), "--out", str(tmp_path / "s.jsonl.gz")]) == 2
     assert main(["corpus", "stats", "--out", str(tmp_path)]) == 2
+    assert main(["data", "--prompts", "x.jsonl", "--dtype", "bf16", "--out", str(tmp_path / "f")]) == 2
     assert "error" in capsys.readouterr().err
 
 

@@ -46,6 +46,9 @@ def run_data(a: argparse.Namespace) -> None:
         out = build_features(target, a.corpus, out_dir, max_seqs=a.max_seqs)
         print(f"features computed in {dtype}")
     else:
+        if a.dtype == "bf16":
+            raise ValueError("--dtype bf16 applies to a corpus's features (--corpus DIR); without --corpus the "
+                             "target answers the prompts and computes the features in fp32")
         target = load_target(a.target, dtype="fp32")    # answers sampled and features computed in fp32
         prompts = Path(a.prompts) if a.prompts else assets("prompts", "train.jsonl")
         out = build_dataset(target, prompts, out_dir, a.temperature, a.max_new_tokens, a.batch_size, limit=a.limit)

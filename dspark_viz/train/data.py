@@ -119,7 +119,7 @@ def check_cache_dtype(out_dir: str | Path, dtype: str) -> None:
         return
     made = json.loads(index.read_text()).get("dtype", "fp32")
     if made != dtype and any(Path(out_dir).glob("feat_*.pt")):
-        raise SystemExit(f"the feature cache in {out_dir} was computed in {made}; extend it with --dtype {made}, "
+        raise ValueError(f"the feature cache in {out_dir} was computed in {made}; extend it with --dtype {made}, "
                          f"or give a new --out for {dtype} features")
 
 

@@ -28,6 +28,7 @@ import torch
 from tqdm import tqdm
 
 from ..datasets.prompts import load_prompts
+from ..model.dtypes import NAMES
 from ..settings import cache_dir
 from . import corpus as corpus_mod
 
@@ -108,8 +109,9 @@ def save_shard(path: Path, seqs: list[dict]) -> None:
 
 
 def _dtype_name(target) -> str:
+    """The short name (fp32, bf16, fp16) of the target's weights' dtype, as model/dtypes.NAMES spells it."""
     dt = next(target.model.parameters()).dtype
-    return {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dt, str(dt))
+    return next((k for k, v in NAMES.items() if v == dt and k.startswith(("fp", "bf"))), str(dt))
 
 
 def check_cache_dtype(out_dir: str | Path, dtype: str) -> None:

@@ -31,6 +31,9 @@ OUT = ROOT / "docs" / "results"
 SIM = ROOT / "docs" / "simulation"
 SIM_PROFILES = ["gpu-like", "jagged", "cpu"]
 DRAFTERS = ["dspark", "dspark-rnn", "dflash", "eagle"]
+# the benchmark folder is split once (datasets.prompts.bench_half): tools/select_drafters.py chooses the shipped
+# drafters on the "select" half, and the published figures come from the "report" half
+HALF = {"project-eval": None, "shared-bench": "report"}
 LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style",
          "lookup": "prompt lookup"}
 
@@ -66,7 +69,8 @@ def run(args) -> None:
         for src, files in sources(args.bench_dir).items():
             if args.sources and src not in args.sources:
                 continue
-            recs = load_eval_prompts(files, per_domain=args.per_domain)
+            half = HALF.get(src)
+            recs = load_eval_prompts(files, per_domain=args.per_domain, half=half)
             for T in args.temperatures:
                 path = cell_path(name, src, T)
                 if path.exists() and not args.force:
@@ -76,7 +80,7 @@ def run(args) -> None:
                                        seed=args.seed, batch=args.batch)
                 body = {k: v for k, v in res.items() if k != "traces"}
                 card = getattr(drafter, "card", {})
-                body.update(source=src, seconds=round(time.perf_counter() - t0, 1), card_train=card.get("train", {}),
+                body.update(source=src, half=half, seconds=round(time.perf_counter() - t0, 1), card_train=card.get("train", {}),
                             card_config=card.get("config", {}), card_sha256=card.get("sha256", ""))
                 path.write_text(json.dumps(body, indent=1))
                 print(f"{name} {src} T={T:g}: τ = {res['tau']:.3f}")
@@ -195,7 +199,8 @@ def write_markdown() -> Path:
              "Prompt sources: **project-eval** is the shipped evaluation split "
              "(`assets/prompts/eval.jsonl`, math / code / chat); **shared-bench** is a benchmark prompt "
              "folder given with `--bench-dir` or `DSPARK_BENCH_DIR` (GSM8K = math, HumanEval = code, "
-             "MT-Bench = chat).",
+             "MT-Bench = chat), its report half: the folder is split once, the shipped drafters were chosen on the "
+             "other half (`tools/select_drafters.py`), so these prompts played no part in choosing them.",
              "The training budget of each drafter is listed at the end: every algorithm gets the same data and "
              "steps; cells with few prompts per domain are small samples (see the prompt counts).", ""]
     if not cells:
@@ -254,6 +259,11 @@ def write_markdown() -> Path:
     shipped = {d: shipped_sha(d) for d in {c["drafter"] for c in cells}}
     stale = sorted({f"{LABEL.get(c['drafter'], c['drafter'])} ({c['source']}, T = {c['temperature']:g})"
                     for c in cells if c.get("card_sha256") and c["card_sha256"] != shipped[c["drafter"]]})
+    unsplit = sorted({f"{LABEL.get(c['drafter'], c['drafter'])} (T = {c['temperature']:g})" for c in cells
+                      if HALF.get(c["source"]) and c.get("half") != HALF[c["source"]]})
+    if unsplit:
+        lines += ["**Cells of the whole benchmark folder** (its first prompts per domain, measured before the folder was "
+                  "split into a selection and a report half; rerun them with `--force`): " + ", ".join(unsplit) + ".", ""]
     if stale:
         lines += ["**Stale cells** (evaluated a drafter file that is no longer the shipped one; rerun them with "
                   "`--force`): " + ", ".join(stale) + ".", ""]

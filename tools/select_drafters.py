@@ -62,7 +62,8 @@ def main(argv=None) -> None:
             continue
         pair = {"shipped": load_shipped(algo, target, calibrated=False),
                 "candidate": load_drafter_file(cand, target, name=f"{algo} candidate")}
-        row = {"algo": algo, "candidate": str(cand), "tau": {}}
+        row = {"algo": algo, "candidate": cand.name, "candidate_sha256": json.loads(cand.read_text()).get("sha256", ""),
+               "tau": {}}
         for who, d in pair.items():
             for T in (0.0, 1.0):
                 res = evaluate_drafter(target, d, recs, temperature=T, max_new_tokens=a.max_new_tokens, seed=0,
@@ -82,7 +83,14 @@ def main(argv=None) -> None:
                 cal.unlink()
                 print(f"  removed {cal.name}: refit it with `dspark-viz calibrate --drafter {algo}`")
     if a.json:
-        Path(a.json).write_text(json.dumps(report, indent=1) + "\n")
+        # rows of algorithms not compared in this run (candidates trained later) stay in the report
+        out = Path(a.json)
+        if out.exists():
+            old = json.loads(out.read_text())
+            if old.get("prompts") == report["prompts"] and old.get("max_new_tokens") == a.max_new_tokens:
+                done = {r["algo"] for r in report["rows"]}
+                report["rows"] = [r for r in old.get("rows", []) if r["algo"] not in done] + report["rows"]
+        out.write_text(json.dumps(report, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -201,8 +201,9 @@ def write_markdown() -> Path:
              "folder given with `--bench-dir` or `DSPARK_BENCH_DIR` (GSM8K = math, HumanEval = code, "
              "MT-Bench = chat), its report half: the folder is split once, the shipped drafters were chosen on the "
              "other half (`tools/select_drafters.py`), so these prompts played no part in choosing them.",
-             "The training budget of each drafter is listed at the end: every algorithm gets the same data and "
-             "steps; cells with few prompts per domain are small samples (see the prompt counts).", ""]
+             "The training budget of each drafter (layers, corpus, steps) is listed at the end: a difference "
+             "between two drafters with different budgets mixes method with budget. Cells with few prompts per "
+             "domain are small samples (see the prompt counts).", ""]
     if not cells:
         lines.append("_No results yet: run the command above._")
     for src in sorted({c["source"] for c in cells}):

@@ -11,7 +11,9 @@ second than a plain one-token step. Before each round the gate compares, from ea
     rate_plain = 1 / t_plain        t_plain: the median time of the last plain rounds it ran, or, before it has
                                     run any, the prior SPS(1)⁻¹ scaled by (measured verify ÷ profile verify)
 
-and, when rate_draft < rate_plain, skips drafting for ``probe_after`` rounds (a round with ℓ = 0: one target step),
+and, when rate_draft + z·se < rate_plain (se the ratio estimator's standard error over the same rounds: a drafted
+round commits anywhere from 1 to ℓ + 1 tokens, so a short window's rate is noisy, and a gate that skips on noise
+gives up rounds that pay), skips drafting for ``probe_after`` rounds (a round with ℓ = 0: one target step),
 then drafts once more to probe; every losing probe doubles the skip (at most ``max_skip``), a winning one resets it.
 Once ``warmup`` rounds have drafted it runs one plain round to time a plain step, and another every ``refresh``
 rounds while it keeps drafting, so the comparison always has a measured plain step.
@@ -52,12 +54,15 @@ class SpeculationGate:
     """
     name = "fallback"
 
-    def __init__(self, sps: SPSProfile | None = None, *, window: int = 8, warmup: int = 2, probe_after: int = 4,
-                 max_skip: int = 64, refresh: int = 64):
+    def __init__(self, sps: SPSProfile | None = None, *, window: int = 16, warmup: int = 8, probe_after: int = 4,
+                 max_skip: int = 64, refresh: int = 64, z: float = 1.0):
         for k, v in dict(window=window, warmup=warmup, probe_after=probe_after, max_skip=max_skip,
                          refresh=refresh).items():
             if int(v) != v or v < 1:
                 raise ValueError(f"SpeculationGate: {k} must be an integer ≥ 1, got {v!r}")
+        if not 0 <= z < float("inf"):
+            raise ValueError(f"SpeculationGate: z must be a finite number ≥ 0, got {z!r}")
+        self.z = float(z)
         if max_skip < probe_after:
             raise ValueError(f"SpeculationGate: max_skip ({max_skip}) must be ≥ probe_after ({probe_after})")
         self.sps, self.window, self.warmup = sps, int(window), int(warmup)
@@ -77,6 +82,16 @@ class SpeculationGate:
     def rate_draft(self) -> float | None:
         t = sum(r[1] for r in self._drafted)
         return sum(r[0] for r in self._drafted) / t if self._drafted and t > 0 else None
+
+    def rate_draft_se(self) -> float:
+        """Standard error of ``rate_draft`` (ratio estimator Σn / Σt over the window; 0 with fewer than 2 rounds)."""
+        k = len(self._drafted)
+        rd = self.rate_draft()
+        if k < 2 or rd is None:
+            return 0.0
+        t_mean = sum(r[1] for r in self._drafted) / k
+        ss = sum((r[0] - rd * r[1]) ** 2 for r in self._drafted)
+        return (ss / (k - 1) / k) ** 0.5 / t_mean
 
     def plain_step(self) -> tuple[float | None, str]:
         """(seconds per plain step, "measured" | "prior" | "none")."""
@@ -132,9 +147,10 @@ class SpeculationGate:
         self._judge()
 
     def _judge(self) -> None:
-        """Skip the next rounds when the recent drafted rounds commit fewer tokens/s than a plain step."""
+        """Skip the next rounds when the recent drafted rounds commit fewer tokens/s than a plain step, by more
+        than ``z`` standard errors of their rate."""
         rd, (tp, _) = self.rate_draft(), self.plain_step()
-        if rd is not None and tp and rd < 1.0 / tp:
+        if rd is not None and tp and rd + self.z * self.rate_draft_se() < 1.0 / tp:
             self._skip_left = self._backoff
             self._backoff = min(2 * self._backoff, self.max_skip)
         else:
@@ -147,7 +163,7 @@ class SpeculationGate:
 
     def __repr__(self) -> str:
         return (f"SpeculationGate(window={self.window}, warmup={self.warmup}, probe_after={self.probe_after}, "
-                f"max_skip={self.max_skip}, refresh={self.refresh})")
+                f"max_skip={self.max_skip}, refresh={self.refresh}, z={self.z:g})")
 
 
 __all__ = ["GateDecision", "SpeculationGate"]

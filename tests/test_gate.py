@@ -45,6 +45,30 @@ def test_warmup_then_one_plain_step_to_time():
     assert d.rate_plain == pytest.approx(1 / 0.025)
 
 
+def test_a_noisy_window_skips_only_beyond_z_standard_errors():
+    # drafted rounds alternate 1 and 3 committed tokens in 40 ms: 50 tok/s on average, a plain step 45.5 tok/s
+    rounds = [1, 3] * 4
+    def gate(z):
+        g = SpeculationGate(FLAT, window=8, warmup=8, z=z)
+        for n in rounds:
+            _drafted(g, n=n, seconds=0.040)
+        _plain(g, 0.022)                                 # the timing round: judged right after it
+        return g
+    loose = gate(0.0)
+    assert loose.rate_draft() == pytest.approx(50.0) and loose.rate_draft_se() == pytest.approx(25 / 7 ** 0.5)
+    assert gate(1.0).decide().draft                      # 50 tok/s against 45.5: drafting pays at any z
+    slow, kept = gate(0.0), gate(1.0)
+    for g in (slow, kept):                               # plain steps now 17 ms (median): 58.8 tok/s
+        _plain(g, 0.017)
+        _plain(g, 0.017)
+        g._judge()
+    assert slow.plain_step() == (pytest.approx(0.017), "measured")
+    assert not slow.decide().draft                       # z = 0 skips on the point estimate (50 < 58.8) …
+    assert kept.decide().draft                           # … z = 1 keeps drafting: 50 + 9.4 (one se) > 58.8
+    with pytest.raises(ValueError):
+        SpeculationGate(z=-1)
+
+
 def test_prior_is_the_profile_scaled_by_the_measured_verify():
     prof = SPSProfile("p", [1, 4], [25.0, 20.0])         # one token 40 ms, four 50 ms
     g = SpeculationGate(prof)

@@ -80,8 +80,9 @@ def run(args) -> None:
                                        seed=args.seed, batch=args.batch)
                 body = {k: v for k, v in res.items() if k != "traces"}
                 card = getattr(drafter, "card", {})
-                body.update(source=src, half=half, seconds=round(time.perf_counter() - t0, 1), card_train=card.get("train", {}),
-                            card_config=card.get("config", {}), card_sha256=card.get("sha256", ""))
+                body.update(source=src, half=half, seconds=round(time.perf_counter() - t0, 1),
+                            card_train=card.get("train", {}), card_config=card.get("config", {}),
+                            card_sha256=card.get("sha256", ""))
                 path.write_text(json.dumps(body, indent=1))
                 print(f"{name} {src} T={T:g}: τ = {res['tau']:.3f}")
                 from dspark_viz.model.target import cache_dir
@@ -263,8 +264,9 @@ def write_markdown() -> Path:
     unsplit = sorted({f"{LABEL.get(c['drafter'], c['drafter'])} (T = {c['temperature']:g})" for c in cells
                       if HALF.get(c["source"]) and c.get("half") != HALF[c["source"]]})
     if unsplit:
-        lines += ["**Cells of the whole benchmark folder** (its first prompts per domain, measured before the folder was "
-                  "split into a selection and a report half; rerun them with `--force`): " + ", ".join(unsplit) + ".", ""]
+        lines += ["**Cells of the whole benchmark folder** (its first prompts per domain, measured before the "
+                  "folder was split into a selection and a report half; rerun them with `--force`): "
+                  + ", ".join(unsplit) + ".", ""]
     if stale:
         lines += ["**Stale cells** (evaluated a drafter file that is no longer the shipped one; rerun them with "
                   "`--force`): " + ", ".join(stale) + ".", ""]

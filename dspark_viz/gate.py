@@ -60,9 +60,13 @@ class SpeculationGate:
                          refresh=refresh).items():
             if int(v) != v or v < 1:
                 raise ValueError(f"SpeculationGate: {k} must be an integer ≥ 1, got {v!r}")
-        if not 0 <= z < float("inf"):
+        try:
+            zf = float(z)
+        except (TypeError, ValueError):
+            zf = float("nan")
+        if not 0 <= zf < float("inf"):
             raise ValueError(f"SpeculationGate: z must be a finite number ≥ 0, got {z!r}")
-        self.z = float(z)
+        self.z = zf
         if max_skip < probe_after:
             raise ValueError(f"SpeculationGate: max_skip ({max_skip}) must be ≥ probe_after ({probe_after})")
         self.sps, self.window, self.warmup = sps, int(window), int(warmup)

@@ -65,8 +65,9 @@ def test_a_noisy_window_skips_only_beyond_z_standard_errors():
     assert slow.plain_step() == (pytest.approx(0.017), "measured")
     assert not slow.decide().draft                       # z = 0 skips on the point estimate (50 < 58.8) …
     assert kept.decide().draft                           # … z = 1 keeps drafting: 50 + 9.4 (one se) > 58.8
-    with pytest.raises(ValueError):
-        SpeculationGate(z=-1)
+    for bad in (-1, float("nan"), float("inf"), "one"):
+        with pytest.raises(ValueError):
+            SpeculationGate(z=bad)
 
 
 def test_prior_is_the_profile_scaled_by_the_measured_verify():

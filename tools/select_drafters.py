@@ -62,7 +62,7 @@ def main(argv=None) -> None:
             continue
         pair = {"shipped": load_shipped(algo, target, calibrated=False),
                 "candidate": load_drafter_file(cand, target, name=f"{algo} candidate")}
-        row = {"algo": algo, "candidate": cand.name, "candidate_sha256": json.loads(cand.read_text()).get("sha256", ""),
+        row = {"algo": algo, "candidate": cand.name, "candidate_sha256": pair["candidate"].card.get("sha256", ""),
                "tau": {}}
         for who, d in pair.items():
             for T in (0.0, 1.0):

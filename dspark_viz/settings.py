@@ -16,7 +16,8 @@ Settings are read when asked for (not at import), so a test or a notebook can ch
 | ``DSPARK_TEST_THREADS``| ``1``                | torch threads in the test suite                                     |
 | ``DSPARK_CHROMIUM``   | ``/usr/bin/chromium`` | the browser the browser test drives                                 |
 | ``DSPARK_REFRESH_SCREENSHOT`` | unset         | ``1``: the browser test rewrites docs/app.png                       |
-| ``GOMP_SPINCOUNT``    | ``1000`` (if unset)   | OpenMP's spin before a waiting thread sleeps (``openmp_defaults``)  |
+| ``GOMP_SPINCOUNT``    | ``10000`` / ``1000``  | OpenMP's spin before a waiting thread sleeps: the shorter one when  |
+|                       | (if unset)            | another process holds a core at import (``openmp_defaults``)        |
 
 Paths: ``assets()`` is the shipped data (drafters, STS files, SPS profiles, prompt suites, recorded traces). It
 lives in the top-level ``assets/`` folder of the repository and is installed as the package data
@@ -31,13 +32,42 @@ from pathlib import Path
 SWITCHES = ("DSPARK_SKINNY", "DSPARK_PACKED_GQA", "DSPARK_LEAN_LAYERS", "DSPARK_FUSED_LAYERS")
 
 
+SPIN_QUIET = 10_000          # OpenMP spin iterations when every core is ours (GOMP_SPINCOUNT)
+SPIN_BUSY = 1_000            # … when another process already runs on one
+
+
+def runnable_others(samples: int = 3, gap: float = 0.01) -> int | None:
+    """Processes other than this one running or ready to run right now: the least of a few readings of the
+    kernel's run queue (/proc/loadavg's fourth field, which counts the reader), so a passing task does not count
+    and a busy one does. None where /proc is missing."""
+    import time
+
+    seen = []
+    for i in range(samples):
+        try:
+            with open("/proc/loadavg", encoding="ascii") as f:
+                seen.append(int(f.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return None
+        if i + 1 < samples:
+            time.sleep(gap)
+    return max(0, min(seen))
+
+
 def openmp_defaults() -> None:
-    """Set before torch loads (the package's first import does it): OpenMP threads spin 1,000 iterations at a
-    barrier, then sleep. torch's libgomp spins about 300,000 by default; with 2 threads on 2 cores and any other
-    busy process, every one of a decode step's few hundred parallel regions then waits for a time slice — on a
-    2-core Xeon a bf16 step took 1.9 s instead of 19 ms while one other process ran, 39 ms with the short spin,
-    and the same 18–19 ms with or without it on the quiet machine. A value the user set is kept."""
-    os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+    """Set before torch loads (the package's first import does it): how long an OpenMP thread spins at a barrier
+    before it sleeps. A decode step has a few hundred parallel regions; a long spin keeps the threads hot between
+    them, but when another process holds a core a spinning thread waits for a time slice at every barrier.
+    Measured on a 2-core Xeon (bf16 plain decoding, 2 threads, ms per token): quiet machine 15 at 10,000
+    iterations, 23 at 1,000; with one other busy process 84 at 10,000, 34 at 1,000, 540–610 at libgomp's own
+    default (about 300,000). So the spin is 10,000 when the run queue leaves a core for each of our threads and
+    1,000 when it does not; the choice is made once per process. A value the user set is kept."""
+    if "GOMP_SPINCOUNT" in os.environ:
+        return
+    others = runnable_others()
+    threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or (os.cpu_count() or 1)
+    busy = others is not None and others + threads > (os.cpu_count() or 1)
+    os.environ["GOMP_SPINCOUNT"] = str(SPIN_BUSY if busy else SPIN_QUIET)
 
 
 def switch(name: str) -> bool:

@@ -96,8 +96,8 @@ _HOW = ("Methods run interleaved in one process on the same prompts (order rotat
         "skip the per-slot top-k diagnostics only the charts read (`NeuralDrafter.diagnostics`); the JSON's "
         "machine.draft_diagnostics says so, and a run without that field drafted with them on. Measure on a quiet "
         "machine: another busy process slows every method, and 2-thread runs far more where OpenMP threads spin "
-        "long at each barrier (dspark_viz sets `GOMP_SPINCOUNT=1000` before torch loads; "
-        "`dspark_viz.settings.openmp_defaults`).")
+        "long at each barrier (dspark_viz picks `GOMP_SPINCOUNT` before torch loads: 10,000 on a quiet machine, "
+        "1,000 when another process holds a core; `dspark_viz.settings.openmp_defaults`).")
 
 _MATMULS = ("Matmuls: `skinny-kernel` = forwards of 1–8 tokens (decode steps and verification blocks, fp32 or "
             "bf16, CPU) go through dspark_viz's compiled few-row kernel (dspark_viz/fast/kernels.py), installed "

@@ -61,7 +61,8 @@ def openmp_defaults() -> None:
     Measured on a 2-core Xeon (bf16 plain decoding, 2 threads, ms per token): quiet machine 15 at 10,000
     iterations, 23 at 1,000; with one other busy process 84 at 10,000, 34 at 1,000, 540–610 at libgomp's own
     default (about 300,000). So the spin is 10,000 when the run queue leaves a core for each of our threads and
-    1,000 when it does not; the choice is made once per process. A value the user set is kept."""
+    1,000 when it does not (``python benchmarks/bench_spin.py [--busy]``); the choice is made once per process. A
+    value the user set is kept."""
     if "GOMP_SPINCOUNT" in os.environ:
         return
     others = runnable_others()

@@ -14,7 +14,10 @@ second than a plain one-token step. Before each round the gate compares, from ea
 and, when rate_draft + z·se < rate_plain (se the ratio estimator's standard error over the same rounds: a drafted
 round commits anywhere from 1 to ℓ + 1 tokens, so a short window's rate is noisy, and a gate that skips on noise
 gives up rounds that pay), skips drafting for ``probe_after`` rounds (a round with ℓ = 0: one target step),
-then drafts once more to probe; every losing probe doubles the skip (at most ``max_skip``), a winning one resets it.
+then probes: it drafts ``probe_rounds`` rounds and judges them alone, the rounds before the skip forgotten (a text
+gets easier or harder as it goes; a window that kept the rounds that lost would judge every later probe on them).
+A probe round that took longer than ℓ + 1 plain steps ends the probe at once: no acceptance could have paid for it.
+Every losing probe doubles the skip (at most ``max_skip``), a winning one resets it.
 Once ``warmup`` rounds have drafted it runs one plain round to time a plain step, and another every ``refresh``
 rounds while it keeps drafting, so the comparison always has a measured plain step.
 
@@ -55,9 +58,9 @@ class SpeculationGate:
     name = "fallback"
 
     def __init__(self, sps: SPSProfile | None = None, *, window: int = 16, warmup: int = 8, probe_after: int = 4,
-                 max_skip: int = 64, refresh: int = 64, z: float = 1.0):
+                 max_skip: int = 64, refresh: int = 64, z: float = 1.0, probe_rounds: int = 4):
         for k, v in dict(window=window, warmup=warmup, probe_after=probe_after, max_skip=max_skip,
-                         refresh=refresh).items():
+                         refresh=refresh, probe_rounds=probe_rounds).items():
             if int(v) != v or v < 1:
                 raise ValueError(f"SpeculationGate: {k} must be an integer ≥ 1, got {v!r}")
         try:
@@ -71,6 +74,7 @@ class SpeculationGate:
             raise ValueError(f"SpeculationGate: max_skip ({max_skip}) must be ≥ probe_after ({probe_after})")
         self.sps, self.window, self.warmup = sps, int(window), int(warmup)
         self.probe_after, self.max_skip, self.refresh = int(probe_after), int(max_skip), int(refresh)
+        self.probe_rounds = int(probe_rounds)
         self.reset()
 
     def reset(self) -> None:
@@ -80,7 +84,8 @@ class SpeculationGate:
         self._backoff = self.probe_after
         self._since_plain = 0                               # drafted rounds since the last plain one
         self._want_plain = False                            # time a plain step at the next round
-        self._probe = False                                 # the next drafted round probes after a skip
+        self._warmed = False                                # ``warmup`` rounds have drafted
+        self._probing = 0                                   # drafted rounds left in the current probe
 
     # -- estimates (from the past only) ------------------------------------------------------------
     def rate_draft(self) -> float | None:
@@ -117,10 +122,10 @@ class SpeculationGate:
             return GateDecision(False, "drafting loses", rd, rp, src)
         if self._want_plain:
             return GateDecision(False, "time a plain step", rd, rp, src)
-        if len(self._drafted) < self.warmup or rd is None or rp is None:
+        if self._probing:
+            return GateDecision(True, "probe", rd, rp, src)     # after a skip: draft afresh to re-measure
+        if not self._warmed or rd is None or rp is None:
             return GateDecision(True, "warmup", rd, rp, src)
-        if self._probe:
-            return GateDecision(True, "probe", rd, rp, src)     # after a skip: draft once to re-measure
         return GateDecision(True, "drafting pays", rd, rp, src)
 
     # -- after the round ---------------------------------------------------------------------------
@@ -136,15 +141,26 @@ class SpeculationGate:
             timing, self._want_plain, self._since_plain = self._want_plain, False, 0
             if self._skip_left > 0:
                 self._skip_left -= 1
-                self._probe = self._skip_left == 0
+                if self._skip_left == 0:                    # the skip is over: probe on fresh rounds only
+                    self._probing = self.probe_rounds
+                    self._drafted.clear()
             elif timing:
                 self._judge()
             return
-        self._probe = False
         self._drafted.append((int(committed), float(seconds), float(verify_seconds), int(ell)))
         self._since_plain += 1
-        if len(self._drafted) < self.warmup:
+        if self._probing:
+            self._probing -= 1
+            tp, _ = self.plain_step()
+            hopeless = tp is not None and seconds > (ell + 1) * tp   # slower than plain with every draft accepted
+            if hopeless or not self._probing:
+                self._probing = 0
+                self._judge()                               # the probe's rounds against the plain steps just run
             return
+        if not self._warmed:
+            if len(self._drafted) < self.warmup:
+                return
+            self._warmed = True
         if not self._plain or self._since_plain >= self.refresh:
             self._want_plain = True                         # compare with a measured plain step, not the prior
             return
@@ -167,7 +183,7 @@ class SpeculationGate:
 
     def __repr__(self) -> str:
         return (f"SpeculationGate(window={self.window}, warmup={self.warmup}, probe_after={self.probe_after}, "
-                f"max_skip={self.max_skip}, refresh={self.refresh}, z={self.z:g})")
+                f"max_skip={self.max_skip}, refresh={self.refresh}, z={self.z:g}, probe_rounds={self.probe_rounds})")
 
 
 __all__ = ["GateDecision", "SpeculationGate"]

@@ -92,7 +92,7 @@ def test_drafting_that_pays_never_skips_but_to_time_plain_steps():
 
 
 def test_drafting_that_loses_backs_off_and_probes():
-    g = SpeculationGate(FLAT, warmup=2, probe_after=2, max_skip=8)
+    g = SpeculationGate(FLAT, warmup=2, probe_after=2, max_skip=8, probe_rounds=1)
     drafts = []
     for _ in range(40):
         d = g.decide()
@@ -102,14 +102,14 @@ def test_drafting_that_loses_backs_off_and_probes():
         else:
             _plain(g)
     pattern = "".join("D" if x else "." for x in drafts)
-    # warm-up, one timed plain step, then skips of 2, 4, 8, 8, … between single probes
+    # warm-up, one timed plain step, then skips of 2, 4, 8, 8, … between probes of one round
     assert pattern.startswith("DD." + ".." + "D" + "...." + "D" + "........" + "D" + "........" + "D")
     probes = [i for i, x in enumerate(drafts) if x][2:]
     assert all(b - a == 9 for a, b in zip(probes[2:], probes[3:]))
 
 
 def test_a_winning_probe_resets_the_backoff():
-    g = SpeculationGate(FLAT, window=2, warmup=2, probe_after=2, max_skip=16)
+    g = SpeculationGate(FLAT, window=2, warmup=2, probe_after=2, max_skip=16, probe_rounds=2)
     for _ in range(2):
         _drafted(g, n=1, seconds=0.030)
     _plain(g)                                            # timed: drafting loses → skip 2
@@ -121,6 +121,27 @@ def test_a_winning_probe_resets_the_backoff():
     _drafted(g, n=4, seconds=0.030)                      # the text got easy: 2 rounds' window now pays
     _drafted(g, n=4, seconds=0.030)
     assert g.decide().reason == "drafting pays" and g._backoff == 2
+
+
+def test_a_probe_is_judged_on_its_own_rounds_not_on_the_rounds_that_lost():
+    g = SpeculationGate(FLAT, window=16, warmup=8, probe_after=2, probe_rounds=3)
+    for _ in range(8):
+        _drafted(g, n=1, seconds=0.030)                  # a hard start: 33 tokens/s against 50 plain
+    _plain(g)                                            # timed: drafting loses → skip 2
+    assert g.decide().reason == "time a plain step" or not g.decide().draft
+    _plain(g)
+    _plain(g)
+    reasons = []
+    for _ in range(3):                                   # the text got easy: 100 tokens/s
+        d = g.decide()
+        reasons.append(d.reason)
+        _drafted(g, n=3, seconds=0.030)
+    assert reasons == ["probe"] * 3
+    assert g.rate_draft() == pytest.approx(100.0)        # the eight losing rounds are forgotten
+    assert g.decide().reason == "drafting pays" and g._backoff == 2
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError):
+            SpeculationGate(probe_rounds=bad)
 
 
 def test_bad_gate_settings_are_refused():

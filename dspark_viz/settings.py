@@ -58,11 +58,11 @@ def openmp_defaults() -> None:
     """Set before torch loads (the package's first import does it): how long an OpenMP thread spins at a barrier
     before it sleeps. A decode step has a few hundred parallel regions; a long spin keeps the threads hot between
     them, but when another process holds a core a spinning thread waits for a time slice at every barrier.
-    Measured on a 2-core Xeon (bf16 plain decoding, 2 threads, ms per token): quiet machine 15 at 10,000
-    iterations, 23 at 1,000; with one other busy process 84 at 10,000, 34 at 1,000, 540–610 at libgomp's own
-    default (about 300,000). So the spin is 10,000 when the run queue leaves a core for each of our threads and
-    1,000 when it does not (``python benchmarks/bench_spin.py [--busy]``); the choice is made once per process. A
-    value the user set is kept."""
+    Measured on a 2-core Xeon (bf16 plain decoding, 2 threads, ms per token; ``python benchmarks/bench_spin.py
+    [--busy]``, docs/data/spin_*.json): quiet machine 16.6 at 10,000 iterations, 24.2 at 1,000 (16.5 at about
+    libgomp's own default, 300,000); beside one busy process 67.8 at 10,000, 36.0 at 1,000. So the spin is 10,000
+    when the run queue leaves a core for each of our threads and 1,000 when it does not; the choice is made once
+    per process. A value the user set is kept."""
     if "GOMP_SPINCOUNT" in os.environ:
         return
     others = runnable_others()

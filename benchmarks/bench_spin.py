@@ -24,13 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, statistics, sys
-from dspark_viz.datasets.prompts import load_prompts
 from dspark_viz.decode import plain_generate
+from dspark_viz.evaluation.full_block import load_eval_prompts
 from dspark_viz.model.target import load_target
 from dspark_viz.settings import assets
 t = load_target(dtype=sys.argv[1])
-recs = load_prompts(assets("prompts", "eval.jsonl"))
-picked = [next(r["turns"][0] for r in recs if r["domain"] == d) for d in ("math", "code", "chat")]
+picked = [r["turns"][0] for r in load_eval_prompts([assets("prompts", "eval.jsonl")], per_domain=1)]
 plain_generate(t, picked[0], max_new_tokens=4)                                # first-call costs
 ms = []
 for text in picked:

@@ -39,19 +39,23 @@ SPIN_BUSY = 1_000            # … when another process already runs on one
 def runnable_others(samples: int = 3, gap: float = 0.01) -> int | None:
     """Processes other than this one running or ready to run right now: the least of a few readings of the
     kernel's run queue (/proc/loadavg's fourth field, which counts the reader), so a passing task does not count
-    and a busy one does. None where /proc is missing."""
+    and a busy one does. None where /proc is missing. A reading of none ends it: the least cannot go lower, so a
+    quiet machine's import pays for one read, not for the gaps."""
     import time
 
-    seen = []
+    least = None
     for i in range(samples):
         try:
             with open("/proc/loadavg", encoding="ascii") as f:
-                seen.append(int(f.read().split()[3].split("/")[0]) - 1)
+                n = max(0, int(f.read().split()[3].split("/")[0]) - 1)
         except (OSError, ValueError, IndexError):
             return None
+        least = n if least is None else min(least, n)
+        if least == 0:
+            break
         if i + 1 < samples:
             time.sleep(gap)
-    return max(0, min(seen))
+    return least
 
 
 def openmp_defaults() -> None:
@@ -65,9 +69,9 @@ def openmp_defaults() -> None:
     per process. A value the user set is kept."""
     if "GOMP_SPINCOUNT" in os.environ:
         return
-    others = runnable_others()
-    threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or (os.cpu_count() or 1)
-    busy = others is not None and others + threads > (os.cpu_count() or 1)
+    others, cores = runnable_others(), os.cpu_count() or 1
+    threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or cores
+    busy = others is not None and others + threads > cores
     os.environ["GOMP_SPINCOUNT"] = str(SPIN_BUSY if busy else SPIN_QUIET)
 
 

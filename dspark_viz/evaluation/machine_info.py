@@ -5,13 +5,16 @@ cpu, cores, torch_threads, torch, transformers, python, platform; with a target 
 dtype, matmul (stock | lm-head-wxt | skinny-kernel), attention (sdpa | packed-gqa), layers
 (stock | lean | lean+fused), stack (with lean layers), draft_diagnostics (the neural drafters' chart-only top-k: off in the bench),
 bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tiles), gpu on CUDA;
-cpu_flags (the instruction sets that matter: avx2 … avx512_bf16, amx), default_dtype (this machine's
+cpu_flags (the instruction sets that matter: avx2 … avx512_bf16, amx), llc_MiB (the last-level cache; None where
+the system does not say), default_dtype (this machine's
 chosen CPU dtype, fast/tune.py), paths.choice and paths.sizes as path_choice and size_paths (per few-token size: fast, fast-avx2 or stock).
 A run whose JSON lacks ``kernel`` used the row layout; ``stack`` (straight-line: fast/stack.py around lean layers) is
 absent from runs that called transformers' model forward around them.
 
 The memory floor of plain decoding (``read_bandwidth``, ``weight_bytes``): a one-token step reads every weight once,
-so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming read bandwidth).
+so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming read bandwidth) —
+unless the weights fit the last-level cache (``last_level_cache_bytes``): then a step reads them from there, and
+plain decoding can come close to the floor or beat it. Two machines with the same CPU name can differ here.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -41,6 +45,8 @@ def machine_info(target=None) -> dict:
     info = dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(), torch=torch.__version__,
                 transformers=transformers.__version__, python=platform.python_version(),
                 platform=platform.platform(), cpu_flags=flags, default_dtype=tune.kept_default_dtype(DEFAULT_ID))
+    llc = last_level_cache_bytes()
+    info["llc_MiB"] = round(llc / 2 ** 20) if llc else None
     if target is not None:
         paths = getattr(target, "paths", None) or FastPaths("stock", "sdpa", "stock")
         info.update(target=target.name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
@@ -58,6 +64,23 @@ def machine_info(target=None) -> dict:
         if str(target.device).startswith("cuda"):
             info["gpu"] = torch.cuda.get_device_name(target.device)
     return info
+
+
+def last_level_cache_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """The size of the CPU's largest-level cache in bytes, as Linux reports it under ``root`` (index*/level, size
+    such as "491520K"); None where there is no such folder (other systems) or it cannot be read."""
+    best = None
+    for d in sorted(Path(root).glob("index*")):
+        try:
+            level = int((d / "level").read_text().strip())
+            size = (d / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30}.get(size[-1:], 1)
+        digits = size.rstrip("KMG")
+        if digits.isdigit() and (best is None or level > best[0]):
+            best = (level, int(digits) * scale)
+    return best[1] if best else None
 
 
 def read_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..datasets.prompts import load_prompts
 from ..settings import assets, bench_files
-from .machine_info import machine_info, peak_rss_mb, weight_bytes
+from .machine_info import last_level_cache_bytes, machine_info, peak_rss_mb, weight_bytes
 from .speed_methods import BASELINE, METHODS, PLAIN, BenchSettings
 
 
@@ -160,10 +160,12 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
 
 def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: float | None) -> dict:
     """The read bandwidth (GB/s) and, per dtype where plain decoding ran: the bytes of the weights one forward
-    reads, the floor (those bytes ÷ bandwidth) and plain decoding's median ms per decoded token (prefill left out)."""
+    reads, the floor (those bytes ÷ bandwidth), plain decoding's median ms per decoded token (prefill left out) and
+    whether those bytes fit the last-level cache (then the floor is not a bound: machine_info's docstring)."""
     if not bandwidth:
         return {}
-    out = {"read_GBps": bandwidth / 1e9, "by_dtype": {}}
+    llc = last_level_cache_bytes()
+    out = {"read_GBps": bandwidth / 1e9, "llc_MB": llc / 1e6 if llc else None, "by_dtype": {}}
     for lab, t in targets.items():
         n = f"{PLAIN}@{lab}" if lab else PLAIN
         per_tok = [r["decode_s"] / (r["tokens"] - 1) for r in rows
@@ -173,7 +175,8 @@ def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: f
         plain_ms = 1e3 * statistics.median(per_tok) if per_tok else None
         out["by_dtype"][lab or str(t.dtype).replace("torch.", "")] = dict(
             weight_MB=wb / 1e6, floor_ms_per_token=floor_ms, plain_ms_per_token=plain_ms,
-            plain_over_floor=plain_ms / floor_ms if plain_ms is not None else None)
+            plain_over_floor=plain_ms / floor_ms if plain_ms is not None else None,
+            fits_llc=bool(llc and wb <= llc))
     return out
 
 

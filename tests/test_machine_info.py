@@ -1,0 +1,39 @@
+"""The machine fingerprint's cache size and what the bench says about the memory floor with it."""
+from dspark_viz.evaluation.machine_info import last_level_cache_bytes
+from dspark_viz.evaluation.speed_report import floor_lines
+
+
+def _cache(root, level: int, size: str, index: int) -> None:
+    d = root / f"index{index}"
+    d.mkdir()
+    (d / "level").write_text(f"{level}\n")
+    (d / "size").write_text(f"{size}\n")
+
+
+def test_the_last_level_cache_is_the_highest_level_listed(tmp_path):
+    _cache(tmp_path, 1, "48K", 0)
+    _cache(tmp_path, 1, "32K", 1)
+    _cache(tmp_path, 2, "2048K", 2)
+    _cache(tmp_path, 3, "491520K", 3)
+    assert last_level_cache_bytes(str(tmp_path)) == 491520 * 1024
+    (tmp_path / "index4").mkdir()                             # unreadable entries are skipped, not fatal
+    (tmp_path / "index4" / "level").write_text("four")
+    assert last_level_cache_bytes(str(tmp_path)) == 491520 * 1024
+
+
+def test_no_cache_folder_says_none(tmp_path):
+    assert last_level_cache_bytes(str(tmp_path / "absent")) is None
+    assert last_level_cache_bytes(str(tmp_path)) is None
+
+
+class _Rep:
+    def __init__(self, fits: bool):
+        self.memory_floor = {"read_GBps": 25.0, "llc_MB": 503.3, "by_dtype": {"bf16": dict(
+            weight_MB=269.0, floor_ms_per_token=10.8, plain_ms_per_token=10.2, plain_over_floor=10.2 / 10.8,
+            fits_llc=fits)}}
+
+
+def test_the_floor_line_says_when_the_weights_fit_the_cache():
+    fits, not_fits = floor_lines(_Rep(True))[0], floor_lines(_Rep(False))[0]
+    assert "0.94× the floor" in fits and "fit this CPU's 503 MB last-level cache" in fits
+    assert "last-level cache" not in not_fits and "0.94× the floor" in not_fits

@@ -158,7 +158,8 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "whose command heads it (the first one here, or the one named above its table). Rerun to refresh.", "",
              "```", r0.command, "```", "",
              "| | |", "|---|---|",
-             f"| CPU | {mi['cpu']} ({mi['cores']} cores) |",
+             f"| CPU | {mi['cpu']} ({mi['cores']} cores"
+             + (f", {mi['llc_MiB']} MiB last-level cache" if mi.get("llc_MiB") else "") + ") |",
              f"| torch threads | {mi['torch_threads']} |",
              f"| versions | torch {mi['torch']}, transformers {mi['transformers']}, Python {mi['python']} |",
              f"| platform | {mi['platform']} |",

@@ -98,7 +98,10 @@ def run_bench(a: argparse.Namespace) -> int:
     files = [Path(p) for p in a.prompts] if a.prompts else runner.default_prompt_files(a.bench_dir)
     prompts = runner.balanced_prompts(files, a.n_prompts)
     argv = getattr(a, "_argv", None)
-    command = " ".join(["dspark-viz", "bench"] + list(argv if argv is not None else sys.argv[1:]))
+    words = list(argv if argv is not None else sys.argv[1:])
+    if a.bench_dir and a.bench_dir in words:                  # the folder by its role, not this machine's path
+        words[words.index(a.bench_dir)] = "BENCH_DIR"
+    command = " ".join(["dspark-viz", "bench"] + words)
     log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
     labels_of = None
     if auto:

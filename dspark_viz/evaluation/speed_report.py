@@ -170,11 +170,14 @@ def markdown_report(reports: list[BenchReport]) -> str:
              f"| attention | {mi.get('attention', 'sdpa')} (see below) |",
              f"| decoder layers | {mi.get('layers', 'stock')} (see below) |", "",
              _HOW, "", _MATMULS, "", _ATTENTION, "", _LAYERS, ""]
+    several_cpus = len({(r.machine.get("cpu"), r.machine.get("llc_MiB")) for r in reports}) > 1
     for rep in reports:
         st = rep.settings
+        where = (f"{rep.machine.get('cpu', '')}" + (f", {rep.machine['llc_MiB']} MiB LLC" if rep.machine.get("llc_MiB")
+                                                    else "") + " — ") if several_cpus else ""
         bf16_note = ("" if "bfloat16" not in str(rep.machine.get("dtype", "")) or "bf16_gemm" in rep.machine
                      else "; bf16 prefill on torch's stock GEMM")
-        lines += [f"## {rep.machine.get('dtype', '')}, T = {st['temperature']:g} "
+        lines += [f"## {where}{rep.machine.get('dtype', '')}, T = {st['temperature']:g} "
                   f"(attention {rep.machine.get('attention', 'sdpa')}, layers {rep.machine.get('layers', 'stock')}"
                   f"{kernel_note(rep.machine)}{bf16_note})", ""]
         if rep.command != r0.command:

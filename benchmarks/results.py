@@ -120,7 +120,8 @@ def simulate(args) -> None:
         df = sweep(traces, SWEEP_POLICIES, prof, n_rounds=args.sim_rounds)
         where = (f" (measured on {prof.meta['cpu']}, {prof.meta.get('dtype', '')}, {prof.meta.get('when', '')})"
                  if prof.meta.get("cpu") else "")
-        body = {"profile": prof.name + where, "drafter": args.sim_drafter, "traces": f"{args.sim_traces} ({len(traces)} prompts)",
+        body = {"profile": prof.name + where, "drafter": args.sim_drafter,
+                "traces": f"{args.sim_traces} ({len(traces)} prompts)",
                 "calibration": cal_file.name if cal is not None else None, "rounds": args.sim_rounds,
                 "curves": df.to_dict(orient="records"), **headline(df),
                 "floor": headline(df, policy="hardware-aware+floor"), "oracle": headline(df, policy="oracle")}

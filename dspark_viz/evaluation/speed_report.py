@@ -148,6 +148,11 @@ _LAYERS = ("Decoder layers: `lean` = in the same 1–8-token forwards each Llama
            "interleaved. A run whose JSON lacks `machine.stack` called transformers' model forward around the layers.")
 
 
+def _llc(machine: dict) -> str:
+    """", N MiB last-level cache" where the run recorded it, else ""."""
+    return f", {machine['llc_MiB']} MiB last-level cache" if machine.get("llc_MiB") else ""
+
+
 def markdown_report(reports: list[BenchReport]) -> str:
     """docs/benchmarks.md: how it was run, on what, and every table (figures as measured)."""
     r0 = reports[0]
@@ -158,8 +163,7 @@ def markdown_report(reports: list[BenchReport]) -> str:
              "whose command heads it (the first one here, or the one named above its table). Rerun to refresh.", "",
              "```", r0.command, "```", "",
              "| | |", "|---|---|",
-             f"| CPU | {mi['cpu']} ({mi['cores']} cores"
-             + (f", {mi['llc_MiB']} MiB last-level cache" if mi.get("llc_MiB") else "") + ") |",
+             f"| CPU | {mi['cpu']} ({mi['cores']} cores{_llc(mi)}) |",
              f"| torch threads | {mi['torch_threads']} |",
              f"| versions | torch {mi['torch']}, transformers {mi['transformers']}, Python {mi['python']} |",
              f"| platform | {mi['platform']} |",
@@ -173,8 +177,7 @@ def markdown_report(reports: list[BenchReport]) -> str:
     several_cpus = len({(r.machine.get("cpu"), r.machine.get("llc_MiB")) for r in reports}) > 1
     for rep in reports:
         st = rep.settings
-        where = (f"{rep.machine.get('cpu', '')}" + (f", {rep.machine['llc_MiB']} MiB LLC" if rep.machine.get("llc_MiB")
-                                                    else "") + " — ") if several_cpus else ""
+        where = f"{rep.machine.get('cpu', '')}{_llc(rep.machine)} — " if several_cpus else ""
         bf16_note = ("" if "bfloat16" not in str(rep.machine.get("dtype", "")) or "bf16_gemm" in rep.machine
                      else "; bf16 prefill on torch's stock GEMM")
         lines += [f"## {where}{rep.machine.get('dtype', '')}, T = {st['temperature']:g} "

@@ -122,3 +122,37 @@ def test_greedy_speculative_equals_greedy_decoding_at_bf16(bf16_target, name):
             widths |= {r.ell + 1 for r in sp.rounds}                  # tokens in each verification forward
     if name != "lookup":                                              # (n-gram lookup may find nothing to draft)
         assert max(widths) >= 3, widths                               # blocks were verified, not only steps
+
+
+@pytest.mark.parametrize("name", ["dspark", "dflash"])
+def test_merged_commits_give_the_drafter_the_same_context_bits(target, name):
+    """Commits that wait for the next proposal (NeuralDrafter.commit on a model with ``merges_extends``) leave the
+    drafter's context keys and values bit-identical to one extension per commit, and the next draft the same
+    tokens and distributions — the speculation gate's plain rounds and a hybrid's lookup rounds change no draft."""
+    from dspark_viz.drafters import load_drafter, speed_only
+    from dspark_viz.drafters.neural_drafter import PENDING
+    from dspark_viz.protocol import Context
+
+    t = target
+    dr = speed_only(load_drafter(name, t))
+    assert dr.model.merges_extends
+    ids = t.chat_ids("Name three colours.")
+    cache, out = t.prefill(ids, features=True)
+    new = [1000 + 37 * i for i in range(14)]
+    feats = t.forward(torch.tensor([new]), cache, features=True).features[0]             # (14, m·d)
+    eager, lazy = dr.model.begin(out.features[0]), dr.begin(Context(ids, out.features[0]))
+    i = 0
+    for w in (1, 1, 3, 1, 1, 1, 1, 1, 1, 1, 2):          # 14 positions; 10 merge into an 8 and a 2
+        dr.model.extend(eager, feats[i:i + w], new[i:i + w])
+        dr.commit(lazy, new[i:i + w], feats[i:i + w])
+        i += w
+    assert PENDING in lazy and lazy["n"] == len(ids)      # nothing extended yet
+    pos, anchor = len(ids) + len(new), 4242
+    for T in (0.0, 1.0):
+        g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        want = dr.model.propose(eager, anchor, pos, T, g1, diag=False)
+        got = dr.propose(lazy, anchor, pos, T, g2)
+        assert got.tokens == want[0] and torch.equal(got.p_draft, want[1]) and got.confidence == want[2]
+    assert PENDING not in lazy and lazy["n"] == eager["n"] == pos
+    for (ke, ve), (kl, vl) in zip(eager["kv"], lazy["kv"]):
+        assert torch.equal(ke, kl) and torch.equal(ve, vl)

@@ -50,6 +50,8 @@ def vocab_logits(module: nn.Module, h: torch.Tensor) -> torch.Tensor:
 
 
 class DSparkModel(nn.Module):
+    merges_extends = True               # extend is row-wise (NeuralDrafter.commit may merge rounds' positions)
+
     def __init__(self, cfg: DrafterConfig, embed: torch.Tensor, lm_head: torch.Tensor, vocab_ids: torch.Tensor):
         super().__init__()
         self.cfg = cfg

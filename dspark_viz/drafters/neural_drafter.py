@@ -4,10 +4,22 @@ DeepSpecModel) to the drafter protocol (protocol.py).
 A drafter model offers ``begin(features, ids) → state``, ``extend(state, features, ids)`` and
 ``propose(state, anchor, pos, T, generator, diag) → tokens, p_draft, confidences, diagnostics``, and a
 confidence head as ``.conf`` (or None); this class turns those into Drafts.
+
+A model that sets ``merges_extends`` (its context extension is row-wise: each committed position's keys and values
+come out the same bits whether it is extended alone or beside up to ``MERGE_ROWS − 1`` others) takes its commits
+lazily: they wait in the state until the next ``propose``, which extends the context with them in one call per
+``MERGE_ROWS`` positions. A run of rounds without a neural draft (the speculation gate's plain rounds, a hybrid's
+lookup rounds) then costs one extension at the end instead of one per round; after a drafted round the next
+proposal extends with that round's positions, as an eager commit would have.
 """
 from __future__ import annotations
 
+import torch
+
 from ..protocol import Context, Draft, Drafter
+
+MERGE_ROWS = 8                          # positions per merged extension (the few-row kernels' widths)
+PENDING = "pending_commits"             # the state's key for commits not yet extended
 
 
 class NeuralDrafter(Drafter):
@@ -25,6 +37,7 @@ class NeuralDrafter(Drafter):
         return self.model.begin(ctx.features, list(ctx.prompt_ids))
 
     def propose(self, state, anchor, anchor_pos, temperature, generator) -> Draft:
+        self.flush(state)
         toks, p, conf, diags = self.model.propose(state, anchor, anchor_pos, temperature, generator,
                                                   diag=self.diagnostics)
         if diags:
@@ -33,7 +46,20 @@ class NeuralDrafter(Drafter):
         return Draft(tokens=toks, p_draft=p, confidence=conf, diag=diags, source="neural")
 
     def commit(self, state, tokens, features) -> None:
-        self.model.extend(state, features, list(tokens))
+        if getattr(self.model, "merges_extends", False) and features is not None:
+            state.setdefault(PENDING, []).append((list(tokens), features))
+        else:
+            self.model.extend(state, features, list(tokens))
+
+    def flush(self, state) -> None:
+        """Extend the drafter's context with the commits waiting in ``state``, ``MERGE_ROWS`` positions a call."""
+        pending = state.pop(PENDING, None)
+        if not pending:
+            return
+        toks = [t for ts, _ in pending for t in ts]
+        feats = torch.cat([f for _, f in pending]) if len(pending) > 1 else pending[0][1]      # (t, m·d)
+        for i in range(0, feats.shape[0], MERGE_ROWS):
+            self.model.extend(state, feats[i:i + MERGE_ROWS], toks[i:i + MERGE_ROWS])
 
 
 __all__ = ["NeuralDrafter"]

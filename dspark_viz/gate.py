@@ -1,7 +1,8 @@
 """The speculation gate: decode plainly while drafting does not pay (beyond the paper).
 
 Legend: ℓ verified length, n committed tokens of a round, t a round's wall time (draft + schedule + verify +
-commit), SPS(B) the profile's engine steps/s at B tokens per forward.
+commit, less the drafter's catch-up after skipped rounds: observe_round), SPS(B) the profile's engine steps/s at
+B tokens per forward.
 
 Algorithm 1 chooses ℓ for a block that is already drafted; it cannot see that the draft itself cost time. On a
 machine where a draft costs a large share of a target step (a CPU), a round that drafts can commit fewer tokens per
@@ -177,8 +178,10 @@ class SpeculationGate:
             self._backoff = self.probe_after
 
     def observe_round(self, r) -> None:
-        """``observe`` from a trace.Round (a skipped round is one whose ``skipped`` is set)."""
-        seconds = r.t_draft + r.t_schedule + r.t_verify + r.t_other
+        """``observe`` from a trace.Round (a skipped round is one whose ``skipped`` is set). A drafted round is
+        judged without its catch-up (``t_catch_up``: the drafter folding in the positions the skipped rounds before
+        it committed, a cost of those rounds, paid once for up to 8 positions)."""
+        seconds = r.t_draft + r.t_schedule + r.t_verify + r.t_other - r.t_catch_up
         self.observe(not r.skipped, seconds, r.n_committed, r.t_verify, r.ell)
 
     def __repr__(self) -> str:

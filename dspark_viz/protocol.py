@@ -11,6 +11,7 @@ Round protocol (driven by decode.py):
   state = drafter.begin(ctx)                      once, after the target's prefill
   draft = drafter.propose(state, anchor, pos, T, generator)   γ tokens + exact p_draft rows
       or drafter.skip(state, anchor, pos)           a round decoded without a draft (the speculation gate)
+  drafter.catch_up(state)                         before a drafted round: fold in commits taken lazily
   drafter.commit(state, tokens, feats)            the committed positions' target features
 """
 from __future__ import annotations
@@ -55,6 +56,11 @@ class Drafter:
     def skip(self, state: Any, anchor: int, anchor_pos: int) -> None:
         """A round without a draft (``propose`` is not called): a drafter that learns the anchor in ``propose``
         learns it here; ``commit`` follows as for any round."""
+
+    def catch_up(self, state: Any) -> None:
+        """Bring ``state`` up to date with every commit so far. A drafter that takes its commits lazily (a neural
+        drafter extends its context at the next proposal, drafters/neural_drafter.py) does that work here, and in
+        ``propose`` if it was not called; the decode loop calls it before a drafted round and times it apart."""
 
     def commit(self, state: Any, tokens: list[int], features: torch.Tensor | None) -> None:
         """`tokens` are the newly committed tokens starting with the old anchor x0 (excluding the

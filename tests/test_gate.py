@@ -233,6 +233,46 @@ def test_skipping_every_round_is_plain_decoding_at_any_temperature(table4, unifo
         assert tr.output_ids == plain.output_ids and drafted_share(tr) == 0.0
 
 
+def test_a_catch_up_is_timed_apart_and_left_out_of_the_drafted_rounds_judgement(table4):
+    """A drafter that folds in skipped rounds' commits before its next draft (``catch_up``) has that time counted in
+    the round's ``t_other`` and ``t_catch_up``; the gate judges the drafted round without it."""
+    class Lazy(TimedDrafter):
+        def begin(self, ctx):
+            return dict(super().begin(ctx), waiting=0)
+
+        def commit(self, state, tokens, features):
+            super().commit(state, tokens, features)
+            state["waiting"] += len(tokens)
+
+        def catch_up(self, state):
+            self.clock.now += 0.001 * state["waiting"]          # 1 ms a waiting position
+            state["waiting"] = 0
+
+    class Script(SpeculationGate):                              # skip rounds 1–4, draft the others
+        def decide(self):
+            d = super().decide()
+            d.draft = not 1 <= self.n_seen <= 4
+            return d
+
+        def observe(self, drafted, seconds, *a, **k):
+            self.seen.append((drafted, seconds))
+            self.n_seen += 1
+
+    gate = Script(FLAT)
+    gate.n_seen, gate.seen = 0, []
+    clock = Clock()
+    dr = Lazy(clock, 0.005, vocab_size=4, gamma=3, table=torch.tensor([[float(p) for p in r] for r in table4]))
+    tr = speculative_generate(TimedTarget(table4, clock), dr, prompt_ids=[0, 1], temperature=0.0, max_new_tokens=12,
+                              policy=FixedLength(3), fallback=gate, clock=clock)
+    r0, r5 = tr.rounds[0], tr.rounds[5]
+    assert [r.skipped for r in tr.rounds[:6]] == [False, True, True, True, True, False]
+    assert r5.t_catch_up == pytest.approx(0.001 * (r0.n_committed + 4)) and r5.t_other >= r5.t_catch_up
+    assert all(r.t_catch_up == 0.0 for r in tr.rounds[1:5])
+    assert gate.seen[5] == (True, pytest.approx(0.005 + 0.020))    # draft + verify, without the catch-up
+    back = Trace.from_json(tr.to_json())
+    assert back.rounds[5].t_catch_up == pytest.approx(r5.t_catch_up)
+
+
 @pytest.mark.parametrize("kind", ["lookup", "hybrid"])
 def test_lookup_state_follows_skipped_rounds(table4, kind):
     """A skipped round hands the anchor to the lookup index (alone or in the hybrid), so later proposals see the

@@ -7,7 +7,8 @@ confidence head as ``.conf`` (or None); this class turns those into Drafts.
 
 A model that sets ``merges_extends`` (its context extension is row-wise: each committed position's keys and values
 come out the same bits whether it is extended alone or beside up to ``MERGE_ROWS − 1`` others) takes its commits
-lazily: they wait in the state until the next ``propose``, which extends the context with them in one call per
+lazily: they wait in the state until ``catch_up`` (the decode loop's, before a drafted round, or the next
+``propose``'s), which extends the context with them in one call per
 ``MERGE_ROWS`` positions. A run of rounds without a neural draft (the speculation gate's plain rounds, a hybrid's
 lookup rounds) then costs one extension at the end instead of one per round; after a drafted round the next
 proposal extends with that round's positions, as an eager commit would have.
@@ -37,7 +38,7 @@ class NeuralDrafter(Drafter):
         return self.model.begin(ctx.features, list(ctx.prompt_ids))
 
     def propose(self, state, anchor, anchor_pos, temperature, generator) -> Draft:
-        self.flush(state)
+        self.catch_up(state)
         toks, p, conf, diags = self.model.propose(state, anchor, anchor_pos, temperature, generator,
                                                   diag=self.diagnostics)
         if diags:
@@ -51,7 +52,7 @@ class NeuralDrafter(Drafter):
         else:
             self.model.extend(state, features, list(tokens))
 
-    def flush(self, state) -> None:
+    def catch_up(self, state) -> None:
         """Extend the drafter's context with the commits waiting in ``state``, ``MERGE_ROWS`` positions a call."""
         pending = state.pop(PENDING, None)
         if not pending:

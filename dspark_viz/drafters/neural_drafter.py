@@ -5,13 +5,14 @@ A drafter model offers ``begin(features, ids) → state``, ``extend(state, featu
 ``propose(state, anchor, pos, T, generator, diag) → tokens, p_draft, confidences, diagnostics``, and a
 confidence head as ``.conf`` (or None); this class turns those into Drafts.
 
-A model that sets ``merges_extends`` (its context extension is row-wise: each committed position's keys and values
-come out the same bits whether it is extended alone or beside up to ``MERGE_ROWS − 1`` others) takes its commits
-lazily: they wait in the state until ``catch_up`` (the decode loop's, before a drafted round, or the next
-``propose``'s), which extends the context with them in one call per
-``MERGE_ROWS`` positions. A run of rounds without a neural draft (the speculation gate's plain rounds, a hybrid's
-lookup rounds) then costs one extension at the end instead of one per round; after a drafted round the next
-proposal extends with that round's positions, as an eager commit would have.
+A model that sets ``merges_extends`` (its context extension is row-wise: no position's keys and values depend on
+another's) takes its commits lazily: they wait in the state until ``catch_up`` (the decode loop's, before a drafted
+round, or the next ``propose``'s), which extends the context with them in one call per ``MERGE_ROWS`` positions. A
+run of rounds without a neural draft (the speculation gate's plain rounds, a hybrid's lookup rounds) then costs one
+extension at the end instead of one per round; after a drafted round the next proposal extends with that round's
+positions, as an eager commit would have. On the few-token path (fast/) a position's keys and values come out the
+same bits alone or beside up to ``MERGE_ROWS − 1`` others (tests/test_width_invariance.py); torch's stock path may
+round them differently in the last bits, which changes drafts, never the output's law.
 """
 from __future__ import annotations
 

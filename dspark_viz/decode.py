@@ -107,7 +107,7 @@ class generate_rounds:
         clock = _Stopwatch(self.clock)
         decision = self.gate.decide() if self.gate is not None else None
         skip = decision is not None and not decision.draft
-        if not skip and self.drafter is not None:      # commits taken lazily: timed apart (Round.t_catch_up)
+        if not skip and self.drafter is not None:      # the skipped rounds' positions: timed apart (t_catch_up)
             clock.time("other", self.drafter.catch_up, state)
         t_catch_up = clock.seconds.get("t_other", 0.0)
         draft = clock.time("draft", self._skip if skip else self._draft, state, x0, pos)
@@ -166,6 +166,8 @@ class generate_rounds:
         if self.drafter is not None:
             feats = out.features[0, : m + 1] if out.features is not None else None
             self.drafter.commit(state, [x0] + toks[:m], feats)
+            if draft is not None:               # a drafted round pays for its own positions (a skipped one defers)
+                self.drafter.catch_up(state)
         return draft_tokens(self.target, draft, conf, cal, ell, m, v.p_target_at) if draft else []
 
 

@@ -9,10 +9,11 @@ object returned by ``begin`` so several requests can share one drafter read-only
 
 Round protocol (driven by decode.py):
   state = drafter.begin(ctx)                      once, after the target's prefill
+  drafter.catch_up(state)                         before a drafted round: fold in commits taken lazily
   draft = drafter.propose(state, anchor, pos, T, generator)   γ tokens + exact p_draft rows
       or drafter.skip(state, anchor, pos)           a round decoded without a draft (the speculation gate)
-  drafter.catch_up(state)                         before a drafted round: fold in commits taken lazily
   drafter.commit(state, tokens, feats)            the committed positions' target features
+  drafter.catch_up(state)                         after a drafted round (a skipped round leaves its commit waiting)
 """
 from __future__ import annotations
 
@@ -60,7 +61,8 @@ class Drafter:
     def catch_up(self, state: Any) -> None:
         """Bring ``state`` up to date with every commit so far. A drafter that takes its commits lazily (a neural
         drafter extends its context at the next proposal, drafters/neural_drafter.py) does that work here, and in
-        ``propose`` if it was not called; the decode loop calls it before a drafted round and times it apart."""
+        ``propose`` if it was not called. The decode loop calls it after a drafted round's commit, and before a drafted
+        round that follows skipped ones (timed apart: Round.t_catch_up)."""
 
     def commit(self, state: Any, tokens: list[int], features: torch.Tensor | None) -> None:
         """`tokens` are the newly committed tokens starting with the old anchor x0 (excluding the

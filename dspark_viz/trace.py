@@ -53,7 +53,7 @@ class Round:
     t_schedule: float = 0.0
     t_verify: float = 0.0
     t_other: float = 0.0
-    t_catch_up: float = 0.0         # of t_other: the drafter folding in commits of earlier rounds (after skipped ones)
+    t_catch_up: float = 0.0         # of t_other: the drafter folding in the positions of the skipped rounds before
     stopped: bool = False           # a stop token was committed in this round
     schedule: dict[str, Any] | None = None  # policy diagnostics (e.g. Algorithm 1 admission path)
     skipped: bool = False           # the speculation gate skipped drafting: a plain target step (ℓ = 0)

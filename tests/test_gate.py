@@ -266,9 +266,11 @@ def test_a_catch_up_is_timed_apart_and_left_out_of_the_drafted_rounds_judgement(
                               policy=FixedLength(3), fallback=gate, clock=clock)
     r0, r5 = tr.rounds[0], tr.rounds[5]
     assert [r.skipped for r in tr.rounds[:6]] == [False, True, True, True, True, False]
-    assert r5.t_catch_up == pytest.approx(0.001 * (r0.n_committed + 4)) and r5.t_other >= r5.t_catch_up
-    assert all(r.t_catch_up == 0.0 for r in tr.rounds[1:5])
-    assert gate.seen[5] == (True, pytest.approx(0.005 + 0.020))    # draft + verify, without the catch-up
+    assert r0.t_catch_up == 0.0 and r0.t_other == pytest.approx(0.001 * (r0.accepted + 1))  # its own, after commit
+    assert r5.t_catch_up == pytest.approx(0.004) and r5.t_other >= r5.t_catch_up   # the 4 skipped rounds' positions
+    assert all(r.t_catch_up == 0.0 and r.t_other == 0.0 for r in tr.rounds[1:5])
+    assert gate.seen[0] == (True, pytest.approx(0.005 + 0.020 + r0.t_other))
+    assert gate.seen[5] == (True, pytest.approx(0.005 + 0.020 + r5.t_other - 0.004))   # without the catch-up
     back = Trace.from_json(tr.to_json())
     assert back.rounds[5].t_catch_up == pytest.approx(r5.t_catch_up)
 

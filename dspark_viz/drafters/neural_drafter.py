@@ -10,9 +10,9 @@ another's) takes its commits lazily: they wait in the state until ``catch_up`` (
 round, or the next ``propose``'s), which extends the context with them in one call per ``MERGE_ROWS`` positions. A
 run of rounds without a neural draft (the speculation gate's plain rounds, a hybrid's lookup rounds) then costs one
 extension at the end instead of one per round; the decode loop catches up right after a drafted round's commit, so
-a drafted round still pays for its own positions. On the few-token path (fast/) a position's keys and values come out the
-same bits alone or beside up to ``MERGE_ROWS − 1`` others (tests/test_width_invariance.py); torch's stock path may
-round them differently in the last bits, which changes drafts, never the output's law.
+a drafted round still pays for its own positions. On the few-token path (fast/) a position's keys and values come
+out the same bits alone or beside up to ``MERGE_ROWS − 1`` others (tests/test_width_invariance.py); torch's stock
+path may round them differently in the last bits, which changes drafts, never the output's law.
 """
 from __future__ import annotations
 

@@ -108,18 +108,18 @@ class generate_rounds:
         decision = self.gate.decide() if self.gate is not None else None
         skip = decision is not None and not decision.draft
         if not skip and self.drafter is not None:      # the skipped rounds' positions: timed apart (t_catch_up)
-            clock.time("other", self.drafter.catch_up, state)
-        t_catch_up = clock.seconds.get("t_other", 0.0)
+            clock.time("catch_up", self.drafter.catch_up, state)
         draft = clock.time("draft", self._skip if skip else self._draft, state, x0, pos)
         conf, cal, ell, sched = clock.time("schedule", self._schedule, draft, budget)
         toks, out, v = clock.time("verify", self._verify, cache, x0, pos, draft, ell)
         drafts = clock.time("other", self._commit, state, x0, toks, out, v, draft, conf, cal, ell)
+        clock.seconds["t_other"] += clock.seconds.get("t_catch_up", 0.0)     # the catch-up is part of t_other
         r = Round(
             index=index, anchor=x0, anchor_pos=pos, drafts=drafts, ell=ell, accepted=v.accepted, bonus=v.bonus,
             bonus_text=self.target.token_text(v.bonus) if v.bonus is not None else "", bonus_source=v.bonus_source,
             source=draft.source if draft else "none", stopped=v.stopped,
             schedule=_sched_diag(sched) if sched is not None else None, skipped=skip,
-            gate=decision.to_dict() if decision is not None else None, t_catch_up=t_catch_up, **clock.seconds,
+            gate=decision.to_dict() if decision is not None else None, **clock.seconds,
         )
         if self.gate is not None:
             self.gate.observe_round(r)
@@ -188,8 +188,7 @@ def make_gate(fallback, drafter, target, sps, default_policy: bool) -> Speculati
 
 
 class _Stopwatch:
-    """Seconds per phase of a round, as the Round's t_<phase> fields (``clock``: seconds, monotonic); a phase timed
-    twice adds up."""
+    """Seconds per phase of a round, as the Round's t_<phase> fields (``clock``: seconds, monotonic)."""
 
     def __init__(self, clock=time.perf_counter):
         self.clock = clock
@@ -198,8 +197,7 @@ class _Stopwatch:
     def time(self, phase: str, fn, *args):
         t0 = self.clock()
         result = fn(*args)
-        key = f"t_{phase}"
-        self.seconds[key] = self.seconds.get(key, 0.0) + self.clock() - t0
+        self.seconds[f"t_{phase}"] = self.clock() - t0
         return result
 
 

@@ -180,8 +180,7 @@ class SpeculationGate:
     def observe_round(self, r) -> None:
         """``observe`` from a trace.Round (a skipped round is one whose ``skipped`` is set). A drafted round is
         judged without its catch-up (``t_catch_up``: the drafter folding in the positions the skipped rounds before
-        it committed, a cost of those rounds, paid once for up to 8 positions); its own positions' extension, after
-        its commit, counts."""
+        it committed, a cost of those rounds); its own positions' extension, after its commit, counts."""
         seconds = r.t_draft + r.t_schedule + r.t_verify + r.t_other - r.t_catch_up
         self.observe(not r.skipped, seconds, r.n_committed, r.t_verify, r.ell)
 

@@ -127,6 +127,15 @@ def test_bench_mixed_targets_interleave_and_compare_with_the_fastest_baseline(re
     assert rep.machine["dtype"] == "float32+float32" and "best dtype per method" in format_table(rep)
 
 
+def test_bench_records_the_prompt_folder_by_its_role_in_either_flag_form():
+    from dspark_viz.cli.bench import command_line
+
+    assert command_line(["--bench-dir", "/home/me/b", "--temperatures", "0"], "/home/me/b") == \
+        "dspark-viz bench --bench-dir BENCH_DIR --temperatures 0"
+    assert command_line(["--bench-dir=/home/me/b"], "/home/me/b") == "dspark-viz bench --bench-dir=BENCH_DIR"
+    assert command_line(["--n-prompts", "2"], None) == "dspark-viz bench --n-prompts 2"
+
+
 def test_bench_registry_and_balanced_prompts(tmp_path):
     assert list(METHODS)[:4] == ["hf_generate", "hf_prompt_lookup", "plain", "lookup"]
     f = tmp_path / "gsm8k_x.jsonl"

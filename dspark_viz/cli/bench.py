@@ -72,6 +72,15 @@ def _float_list(text: str, what: str) -> list[float]:
         raise ValueError(f"{what} must be comma-separated numbers, got {text!r}") from e
 
 
+def command_line(words: list[str], bench_dir: str | None) -> str:
+    """The command as recorded in the JSON and the page: the prompt folder by its role (BENCH_DIR), not this
+    machine's path, in the ``--bench-dir DIR`` and ``--bench-dir=DIR`` forms alike."""
+    if bench_dir:
+        words = ["BENCH_DIR" if w == bench_dir else "--bench-dir=BENCH_DIR" if w == f"--bench-dir={bench_dir}"
+                 else w for w in words]
+    return " ".join(["dspark-viz", "bench"] + words)
+
+
 def run_bench(a: argparse.Namespace) -> int:
     """Run every (dtype, temperature) asked for, print each table, write --json / --markdown."""
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
@@ -98,10 +107,7 @@ def run_bench(a: argparse.Namespace) -> int:
     files = [Path(p) for p in a.prompts] if a.prompts else runner.default_prompt_files(a.bench_dir)
     prompts = runner.balanced_prompts(files, a.n_prompts)
     argv = getattr(a, "_argv", None)
-    words = list(argv if argv is not None else sys.argv[1:])
-    if a.bench_dir and a.bench_dir in words:                  # the folder by its role, not this machine's path
-        words[words.index(a.bench_dir)] = "BENCH_DIR"
-    command = " ".join(["dspark-viz", "bench"] + words)
+    command = command_line(list(argv if argv is not None else sys.argv[1:]), a.bench_dir)
     log = lambda s: print(s, file=sys.stderr, flush=True)                       # noqa: E731
     labels_of = None
     if auto:

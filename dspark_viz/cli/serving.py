@@ -26,9 +26,9 @@ def add_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bmax", type=int, default=64)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ctx-len", type=int, default=256)
-    p.add_argument("--no-drafters", action="store_true", help="skip timing the shipped drafters' proposals")
+    p.add_argument("--no-drafters", action="store_true", help="skip timing the shipped drafters' rounds")
     p.add_argument("--drafters-only", action="store_true", help="keep the profile file's SPS table and only (re)time "
-                   "the shipped drafters' proposals into its meta.draft_s")
+                   "the shipped drafters' rounds (proposal + context extension) into its meta.draft_s")
     p.add_argument("--out", default=None, help="default on CPU: assets/profiles/cpu.json (fp32 with the few-row "
                    "kernel), cpu-stock.json (fp32, DSPARK_SKINNY=0), cpu-bf16[-stock].json (--dtype bf16)")
     p.add_argument("--tune-only", action="store_true", help="only re-measure this machine's choice: the path each "

@@ -82,8 +82,9 @@ class HybridDrafter(Drafter):
         card_tau = ((getattr(neural, "card", None) or {}).get("val") or {}).get("tau_est")
         self.neural_tau = float(neural_tau if neural_tau is not None else card_tau if card_tau else 1.0)
         self.rho = rho_from_tau(self.neural_tau, neural.gamma)
-        # the neural draft's cost in seconds: given, else measured with the profile (`dspark-viz profile`
-        # times each shipped drafter's proposal into meta["draft_s"]), else a quarter of a one-token step
+        # the neural draft's cost in seconds: given, else measured with the profile (`dspark-viz profile` times
+        # each shipped drafter's round, proposal and context extension, into meta["draft_s"]), else a quarter of
+        # a one-token step
         measured = ((getattr(sps, "meta", None) or {}).get("draft_s") or {}).get(getattr(neural, "name", None))
         self.neural_draft_s = float(neural_draft_s if neural_draft_s is not None
                                     else measured if measured is not None else 0.25 * sps.step_time(1))

@@ -107,28 +107,37 @@ def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256
 
 def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len: int = 256,
                         text: str = "The quick brown fox jumps over the lazy dog. ") -> dict[str, float]:
-    """Median seconds of one proposal (γ drafts at T = 1, chart diagnostics off) after a ctx_len-token context,
-    per drafter name; a name that does not load for this target is left out. The hybrid drafter prices its
-    neural proposal with these (drafters/hybrid.py), so it is part of the hardware profile, like SPS(B)."""
+    """Median seconds of one drafted round's drafter work after a ctx_len-token context, per drafter name: a
+    proposal (γ drafts at T = 1, chart diagnostics off), then the commit of its anchor and one accepted draft
+    (two positions, about a round's τ here) with the context extension that follows it (``catch_up``). A name
+    that does not load for this target is left out. The hybrid drafter prices its neural rounds with these
+    (drafters/hybrid.py), so they are part of the hardware profile, like SPS(B)."""
     import torch
 
 
+    if ctx_len < 2 * (1 + repeats) + 8:
+        raise ValueError(f"ctx_len {ctx_len} is too short for {repeats} timed rounds (two positions each)")
     ids = _profiling_ids(target, text, ctx_len)
     device = getattr(target, "device", "cpu")
-    _, out = target.prefill(ids, features=True, last_only=True)
+    _, out = target.prefill(ids, features=True, last_only=False)
+    feats = out.features[0] if out.features is not None else None                # (n, m·d)
     out_s: dict[str, float] = {}
     for name in names:
         try:
             d = speed_only(load_drafter(name, target))
         except (ValueError, FileNotFoundError, OSError):
             continue
-        st = d.begin(Context(ids, out.features[0] if out.features is not None else None))
+        n0 = len(ids) - 2 * (1 + repeats)                  # the context grows two positions a round
+        st = d.begin(Context(ids[:n0], feats[:n0] if feats is not None else None))
         g = torch.Generator().manual_seed(0)
         times = []
-        for i in range(1 + repeats):                      # the first proposal warms up
+        for i in range(1 + repeats):                      # the first round warms up
+            pos = n0 + 2 * i
             _sync(device)
             t0 = time.perf_counter()
-            d.propose(st, ids[-1], len(ids), 1.0, g)
+            draft = d.propose(st, ids[pos], pos, 1.0, g)
+            d.commit(st, [ids[pos]] + list(draft.tokens[:1]), feats[pos:pos + 2] if feats is not None else None)
+            d.catch_up(st)
             _sync(device)
             if i:
                 times.append(time.perf_counter() - t0)

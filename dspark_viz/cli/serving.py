@@ -68,7 +68,7 @@ def run_profile(a) -> None:
         prof = SPSProfile.load(a.out)
     else:
         prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
-    if not a.no_drafters:                     # the neural drafters' proposal cost, read by the hybrid's arbiter
+    if not a.no_drafters:                     # the neural drafters' round cost, read by the hybrid's arbiter
 
         prof.meta["draft_s"] = measure_draft_costs(target, NEURAL, repeats=a.repeats, ctx_len=a.ctx_len)
         prof.meta["draft_s_when"] = time.strftime("%Y-%m-%d")      # may differ from the table's "when"
@@ -77,7 +77,7 @@ def run_profile(a) -> None:
     for b, s in zip(prof.batch, prof.sps):
         print(f"B={b:4d}  {s:8.2f} steps/s  {1000 / s:8.1f} ms")
     for name, sec in prof.meta.get("draft_s", {}).items():
-        print(f"draft {name:10s} {1000 * sec:8.1f} ms per proposal")
+        print(f"draft {name:10s} {1000 * sec:8.1f} ms per drafted round")
     print(f"saved {a.out}")
 
 

@@ -6,7 +6,8 @@ n n-gram match length, SPS(B) target steps/s at B tokens per forward, t_d draft 
 Each round, *before any draft token is sampled*, the drafter compares three options
     lookup  a_k = Π_{i≤k} h(min(n + i − 1, n_max))    h(n): the index's hit rate for n-gram matches
     neural  a_k = ρ^k                                 ρ from the drafter's validation τ (card);
-                                                      t_d its proposal time, measured with the profile
+                                                      t_d its round's drafting time (proposal + context
+                                                      extension), measured with the profile
     none    no draft at all: a plain target step, 1/SPS(1) tokens per second
 and keeps the one with the most expected committed tokens per second,
     value = max_ℓ (1 + Σ_{k≤ℓ} a_k) / (t_d + 1/SPS(1 + ℓ)).

@@ -1,4 +1,4 @@
-"""Measuring this machine: a target's SPS table and the shipped drafters' proposal times.
+"""Measuring this machine: a target's SPS table and the shipped drafters' round times.
 
 Legend: B tokens per forward, SPS(B) steps per second. Timing is round-robin over B, so a slow spell
 of a shared machine spreads over every size instead of denting one.

@@ -2,6 +2,7 @@
 own command line in the page), e.g. a T = 0 and a T = 1 run made separately:
 
     python benchmarks/bench_markdown.py docs/data/bench_DATE_DTYPES_T0.json docs/data/bench_DATE_DTYPES_T1.json
+    python benchmarks/bench_markdown.py RUN.json --note "The eagle rows were measured with an earlier drafter."
 """
 from __future__ import annotations
 
@@ -40,9 +41,11 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     ap.add_argument("--threads-json", action="append", default=[], metavar="RUN.json",
                     help="a benchmarks/bench_threads.py --json run to add as a thread-scaling section")
+    ap.add_argument("--note", action="append", default=[], metavar="TEXT",
+                    help="a paragraph under the first command: what a reader must know that the runs do not record")
     a = ap.parse_args()
     reports = [r for p in a.runs for r in load_reports(p)]
-    page = markdown_report(reports)
+    page = markdown_report(reports, notes=a.note)
     for p in a.threads_json:
         page += "\n" + threads_section(json.loads(Path(p).read_text(encoding="utf-8")))
     Path(a.out).write_text(page, encoding="utf-8")

@@ -85,6 +85,11 @@ def test_bench_json(capsys, patched_target, tmp_path):
     assert f["plain_over_floor"] == pytest.approx(f["plain_ms_per_token"] / f["floor_ms_per_token"])
     assert "hf_generate" in out and "×hf_gen" in out and "×plain" in out and "memory floor at float32" in out
     assert "dspark_fallback = DSpark, hardware-aware + fallback" in out
+    from dspark_viz.evaluation.speed_report import markdown_report
+    from dspark_viz.evaluation.speed_runner import load_reports
+
+    page = markdown_report(load_reports(out_json), notes=["The eagle rows predate the shipped drafter."])
+    assert page.index(rep["command"]) < page.index("The eagle rows predate") < page.index("| CPU |")
 
 
 def test_bench_default_runs_hf_at_both_dtypes_and_ours_at_the_machines(capsys, patched_target, tmp_path):

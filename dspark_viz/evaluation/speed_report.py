@@ -153,15 +153,16 @@ def _llc(machine: dict) -> str:
     return f", {machine['llc_MiB']} MiB last-level cache" if machine.get("llc_MiB") else ""
 
 
-def markdown_report(reports: list[BenchReport]) -> str:
-    """docs/benchmarks.md: how it was run, on what, and every table (figures as measured)."""
+def markdown_report(reports: list[BenchReport], notes: list[str] | None = None) -> str:
+    """docs/benchmarks.md: how it was run, on what, and every table (figures as measured); ``notes``: paragraphs
+    set under the first command (what a reader must know about the runs that their JSON does not say)."""
     r0 = reports[0]
     mi = r0.machine
     lines = ["# Decode speed benchmarks", "",
              "Written by `dspark-viz bench --markdown docs/benchmarks.md` (dspark_viz/bench), or merged from "
              "several `--json` runs by `python benchmarks/bench_markdown.py`; every figure below is from the run "
              "whose command heads it (the first one here, or the one named above its table). Rerun to refresh.", "",
-             "```", r0.command, "```", "",
+             "```", r0.command, "```", ""] + [x for n in (notes or []) for x in (n, "")] + [
              "| | |", "|---|---|",
              f"| CPU | {mi['cpu']} ({mi['cores']} cores{_llc(mi)}) |",
              f"| torch threads | {mi['torch_threads']} |",

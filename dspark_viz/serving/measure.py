@@ -119,15 +119,15 @@ def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len:
         raise ValueError(f"ctx_len {ctx_len} is too short for {repeats} timed rounds (two positions each)")
     ids = _profiling_ids(target, text, ctx_len)
     device = getattr(target, "device", "cpu")
-    _, out = target.prefill(ids, features=True, last_only=False)
+    _, out = target.prefill(ids, features=True, last_only=True)       # features of every position; one logit row
     feats = out.features[0] if out.features is not None else None                # (n, m·d)
+    n0 = len(ids) - 2 * (1 + repeats)                      # the context grows two positions a round
     out_s: dict[str, float] = {}
     for name in names:
         try:
             d = speed_only(load_drafter(name, target))
         except (ValueError, FileNotFoundError, OSError):
             continue
-        n0 = len(ids) - 2 * (1 + repeats)                  # the context grows two positions a round
         st = d.begin(Context(ids[:n0], feats[:n0] if feats is not None else None))
         g = torch.Generator().manual_seed(0)
         times = []

@@ -26,7 +26,7 @@ from . import settings
 from .gate import SpeculationGate
 from .model.profile import profile_for
 from .protocol import Context, Drafter
-from .sampling import probs_from_logits, sample, verify_block
+from .sampling import probs_from_logits, sample, verify_block, verify_greedy
 from .scheduler import FixedLength, HardwareAware
 from .trace import DraftToken, Round, Trace
 
@@ -155,8 +155,11 @@ class generate_rounds:
         toks = draft.tokens[:ell] if draft else []
         out = tgt.forward(torch.tensor([[x0] + toks]), cache, features=dr is not None and dr.needs_features,
                           last_only=ell == 0)
-        p_target = probs_from_logits(out.logits[0], self.temperature)         # (ℓ+1, V)
-        v = verify_block(toks, draft.p_draft[:ell] if ell else None, p_target, self.generator, tgt.stop_ids)
+        if self.temperature == 0:                                              # the same verdict, from argmaxes
+            v = verify_greedy(toks, out.logits[0], tgt.stop_ids)
+        else:
+            p_target = probs_from_logits(out.logits[0], self.temperature)     # (ℓ+1, V)
+            v = verify_block(toks, draft.p_draft[:ell] if ell else None, p_target, self.generator, tgt.stop_ids)
         tgt.crop(cache, pos + v.accepted + 1)                                  # keep x0, x_1..x_m
         return toks, out, v
 

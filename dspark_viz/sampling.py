@@ -95,6 +95,26 @@ def verify_block(
     return Verdict(ell, bonus, "target", p_at, bonus in stop_ids)
 
 
+def verify_greedy(draft_tokens: list[int], logits: torch.Tensor, stop_ids: frozenset[int] | set[int] = frozenset()
+                  ) -> Verdict:
+    """verify_block at T = 0, read off the target's logits (ℓ+1, V): a draft is accepted while it is the argmax,
+    the bonus is the argmax at the first mismatch (or after the last draft). That is verify_block's verdict on the
+    one-hot rows probs_from_logits(…, 0) gives, for any draft rows that give their tokens mass (then
+    p_target / p_draft is 0 or ≥ 1 and the residual is the target's one-hot row), without building the rows or
+    drawing the uniforms that cannot change an outcome."""
+    best = logits.argmax(-1).tolist()                                          # (ℓ+1,)
+    p_at: list[float] = []
+    for k, x in enumerate(draft_tokens):
+        if x != best[k]:
+            p_at.append(0.0)
+            return Verdict(k, best[k], "residual", p_at, best[k] in stop_ids)
+        p_at.append(1.0)
+        if x in stop_ids:
+            return Verdict(k + 1, None, "none", p_at, True)
+    bonus = best[len(draft_tokens)]
+    return Verdict(len(draft_tokens), bonus, "target", p_at, bonus in stop_ids)
+
+
 def _dev(generator: torch.Generator | None) -> torch.device | str:
     return generator.device if generator is not None else "cpu"
 

@@ -60,6 +60,19 @@ def test_growing_cache_holds_what_a_dynamic_cache_holds():
     dyn.batch_select_indices(keep)
     assert grow.get_seq_length() == dyn.get_seq_length() == 78
     assert torch.equal(grow.layers[0].keys, dyn.layers[0].keys)
+    for c in (grow, dyn):                                         # a rejected draft: only the length moves back
+        c.crop(-3)
+    assert grow.get_seq_length() == dyn.get_seq_length() == 75
+    assert torch.equal(grow.layers[0].keys, dyn.layers[0].keys) and torch.equal(grow.layers[0].values,
+                                                                                dyn.layers[0].values)
+    with pytest.raises(ValueError):
+        grow.layers[0].crop(2)
+    layer = grow.layers[0]                                        # an assigned tensor becomes the buffer, full
+    layer.keys, layer.values = dyn.layers[0].keys.repeat(2, 1, 1, 1), dyn.layers[0].values.repeat(2, 1, 1, 1)
+    assert layer.get_seq_length() == 75 and layer.keys.shape[0] == 6
+    k1 = torch.randn(6, 2, 1, 8, generator=g)
+    kk, _ = layer.update(k1, k1)
+    assert kk.shape[-2] == 76 and torch.equal(kk[..., -1:, :], k1)
 
 
 def test_sample_rows_compacts_finished_rows_without_changing_any(toy, monkeypatch):

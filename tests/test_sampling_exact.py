@@ -17,7 +17,7 @@ from dspark_viz.decode import generate_rounds, plain_generate, speculative_gener
 from dspark_viz.drafters import LookupDrafter, RandomDrafter
 from dspark_viz.exact import exact_output_distribution, target_output_distribution, total_variation
 from dspark_viz.model.toy import TableTarget
-from dspark_viz.sampling import sample, verify_block, verify_outcomes
+from dspark_viz.sampling import probs_from_logits, sample, verify_block, verify_greedy, verify_outcomes
 from dspark_viz.scheduler import FixedLength, HardwareAware, Policy, StaticThreshold
 
 ALPHA = 1e-3
@@ -82,6 +82,26 @@ def test_verify_outcomes_agrees_with_verify_block():
         v = verify_block(drafts, td, tt, g, stop)
         counts[(v.accepted, v.bonus, v.bonus_source)] += 1
     assert chi2_pvalue(counts, law) > ALPHA
+
+
+def test_verify_greedy_gives_verify_blocks_verdict_at_t0():
+    """From the logits: the verdict verify_block gives on the one-hot target rows, for one-hot and for spread
+    draft rows (any that give their drafts mass), with ties in the logits, stop tokens, every ℓ."""
+    g = torch.Generator().manual_seed(0)
+    V = 6
+    for trial in range(400):
+        ell = trial % 5
+        logits = torch.randint(0, 3, (ell + 1, V), generator=g).float()           # ties: the first maximum wins
+        best = logits.argmax(-1)
+        drafts = [int(best[k]) if torch.rand((), generator=g) < 0.6 else int(torch.randint(0, V, (), generator=g))
+                  for k in range(ell)]
+        stop = {int(torch.randint(0, V, (), generator=g))} if trial % 3 == 0 else set()
+        spread = torch.rand(ell, V, generator=g) + 0.01
+        for p_d in (probs_from_logits(torch.nn.functional.one_hot(torch.tensor(drafts, dtype=torch.long), V).float()
+                                      if ell else torch.zeros(0, V), 0), spread / spread.sum(-1, keepdim=True)):
+            want = verify_block(drafts, p_d if ell else None, probs_from_logits(logits, 0), g, stop)
+            got = verify_greedy(drafts, logits, stop)
+            assert got == want, (trial, drafts, stop)
 
 
 # -- the whole loop, enumerated exactly --------------------------------------------------------------

@@ -80,3 +80,44 @@ def test_target_forward_takes_the_stack_only_where_it_applies(target):
         assert not stack.applies(t.model, ids, cache, {})
     with lean.stock_layers(t.model):
         assert stack.layer_forwards(t.model) is None
+
+
+@torch.inference_mode()
+def test_all_layers_in_one_native_call_equal_the_calls_one_by_one(target):
+    """``StackPlan.step`` (every layer in one call, keys and values written into the cache's buffers) against each
+    layer's two native calls from Python with the cache's own append: logits, hidden states, cache, bit for bit,
+    at every width and past the cache's first capacity."""
+    t = target
+    plan = stack._native_plan(t.model, stack.layer_forwards(t.model))
+    if plan is None or plan[2] is None:
+        pytest.skip("the fused layers or the extension's StackPlan are not available here")
+    key, kept = t.model.__dict__["_dspark_plan"]
+    prompt = t.chat_ids("Name three prime numbers.") + NEW * 7              # ≈ 80 positions: the first capacity is 64
+    P = len(prompt)
+    runs = []
+    try:
+        for whole in (kept, (kept[0], kept[1], None)):
+            t.model.__dict__["_dspark_plan"] = (key, whole)
+            cache, _ = t.prefill(prompt)
+            got = []
+            for n in range(1, 9):
+                t.crop(cache, P)
+                logits, hs = stack.forward(t.model, torch.tensor([NEW[:n]]), cache, True, False)
+                got.append((logits, hs, cache.layers[3].keys.clone(), cache.layers[-1].values.clone()))
+            runs.append(got)
+    finally:
+        t.model.__dict__["_dspark_plan"] = (key, kept)
+    for (l1, h1, k1, v1), (l2, h2, k2, v2) in zip(*runs):
+        assert torch.equal(l1, l2) and torch.equal(k1, k2) and torch.equal(v1, v2)
+        assert all(torch.equal(a, b) for a, b in zip(h1, h2))
+
+
+@torch.inference_mode()
+def test_rotary_table_rows_equal_the_module_forward(target):
+    """cos / sin of positions far past the table's first capacity equal the rotary module's own forward."""
+    rot = target.model.model.rotary_emb
+    x = torch.zeros(1, 1, target.model.config.hidden_size, dtype=target.dtype)
+    for P, n in ((0, 1), (17, 8), (300, 3), (1500, 1)):
+        want = rot.forward(x, (torch.arange(n) + P).unsqueeze(0))
+        got = stack._rotary(rot, x, P, n)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (P, n)

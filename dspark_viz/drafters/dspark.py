@@ -44,6 +44,13 @@ def full_vocab_rows(module: nn.Module, rows: list[torch.Tensor]) -> torch.Tensor
     return torch.zeros(R.shape[0], module.full2draft.shape[0], dtype=R.dtype, device=R.device).scatter_(1, idx, R)
 
 
+def one_hot_rows(module: nn.Module, toks: list[int], dtype=torch.float32) -> torch.Tensor:
+    """γ greedy drafts → (γ, V) rows, 1 at each draft token: what probs_from_logits(…, 0) gives each slot, spread
+    over the target's vocabulary as full_vocab_rows spreads it."""
+    out = torch.zeros(len(toks), module.full2draft.shape[0], dtype=dtype, device=module.full2draft.device)
+    return out.scatter_(1, torch.tensor(toks, device=out.device).view(-1, 1), 1.0)
+
+
 def vocab_logits(module: nn.Module, h: torch.Tensor) -> torch.Tensor:
     """h (…, d) → h W_vdᵀ (…, V_d); a block of ≤ 8 rows takes the few-row kernel when the loader set one."""
     return module.vocab_product(h, module.W_vd)
@@ -110,10 +117,13 @@ class DSparkModel(nn.Module):
             else:
                 b = None
             logits = U[k] + b if b is not None else U[k]
-            p = probs_from_logits(logits, temperature)                                        # (V_d,)
-            j = sample(p, generator)
+            if temperature == 0:                     # the one-hot row's only index; the rows are made at the end
+                j = int(logits.argmax())
+            else:
+                p = probs_from_logits(logits, temperature)                                    # (V_d,)
+                j = sample(p, generator)
+                rows.append(p)
             tok = vocab[j]
-            rows.append(p)
             toks.append(tok)
             if diag:
                 top = torch.topk(logits, DIAG_TOPK).indices
@@ -124,7 +134,8 @@ class DSparkModel(nn.Module):
         conf = None                   # c_k for every slot in one call: each row computed as it would be alone
         if self.conf is not None and es:
             conf = torch.sigmoid(self.conf(h, torch.cat(es))).tolist()                        # γ floats
-        return toks, full_vocab_rows(self, rows), conf, (diags or None)                      # p (γ, V)
+        p = full_vocab_rows(self, rows) if rows else one_hot_rows(self, toks, U.dtype)                 # (γ, V)
+        return toks, p, conf, (diags or None)
 
     def _vocab_list(self) -> list[int]:
         """vocab_ids as a Python list (a list index per slot, not a tensor index and a sync), kept until the

@@ -15,7 +15,7 @@ import torch.nn as nn
 from ..sampling import probs_from_logits, sample
 from .backbone import DraftLayer, RMSNorm, rope_cos_sin
 from .config import DrafterConfig
-from .dspark import full_vocab_rows, register_draft_vocab, vocab_logits
+from .dspark import full_vocab_rows, one_hot_rows, register_draft_vocab, vocab_logits
 
 
 class EagleModel(nn.Module):
@@ -95,14 +95,18 @@ class EagleModel(nn.Module):
             out, k, v = self.run(x, torch.tensor([n0 + i], device=dev), k_all, v_all, mask)
             k_all, v_all = torch.cat([k_all, k], 1), torch.cat([v_all, v], 1)
             logits = self.base_logits(out[0]).float()                                  # (V_d,)
-            p = probs_from_logits(logits, temperature)
-            j = sample(p, generator)
+            if temperature == 0:                     # the one-hot row's only index (dspark.one_hot_rows)
+                j = int(logits.argmax())
+            else:
+                p = probs_from_logits(logits, temperature)
+                j = sample(p, generator)
+                rows.append(p)
             tok = int(self.vocab_ids[j])
-            rows.append(p)
             toks.append(tok)
             if diag:
                 top = torch.topk(logits, 8).indices
                 diags.append({"ids": self.vocab_ids[top].tolist(), "U": logits[top].tolist(),
                               "B": [0.0] * 8, "chosen": tok})
             f = out                                                                    # own hidden feeds the next step
-        return toks, full_vocab_rows(self, rows), None, (diags or None)               # p (γ, V)
+        p = full_vocab_rows(self, rows) if rows else one_hot_rows(self, toks)                          # (γ, V)
+        return toks, p, None, (diags or None)

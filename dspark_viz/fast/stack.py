@@ -89,22 +89,56 @@ def _native_plan(model, fns) -> tuple | None:
                                at.k_proj.weight.shape[0] // D, at.scaling, at.o_proj.weight,
                                l.post_attention_layernorm.weight, l.post_attention_layernorm.variance_epsilon,
                                mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight))
-        kept = model.__dict__["_dspark_plan"] = (key, (ext, rows))
+        whole = None
+        if hasattr(ext, "StackPlan"):                  # every layer in one native call (decoder_layer.h)
+            whole = ext.StackPlan([w for r in rows for w in (r.n1, r.Wq, r.Wk, r.Wv, r.Wo, r.n2, r.Wg, r.Wu, r.Wd)],
+                                  [r.eps1 for r in rows], [r.eps2 for r in rows], [r.scaling for r in rows],
+                                  [r.H for r in rows], [r.Hk for r in rows])
+        kept = model.__dict__["_dspark_plan"] = (key, (ext, rows, whole))
     return kept[1]
 
 
 def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.Tensor) -> list:
     """Every layer as its two native calls with the cache's in-place append between — what each lean forward does
-    on its fused path (same calls, same arguments: the same bits), without its per-layer checks.
-    x (1, n, d) → the outputs of every layer, each (1, n, d)."""
-    ext, rows = plan
-    outs, cos, sin = [], cos.contiguous(), sin.contiguous()
+    on its fused path (same calls, same arguments: the same bits), without its per-layer checks; where the
+    extension has it, all layers in one call (``StackPlan``) that writes the new keys and values into the cache's
+    buffers itself. x (1, n, d) → the outputs of every layer, each (1, n, d)."""
+    ext, rows, whole = plan
+    cos, sin = cos.contiguous(), sin.contiguous()
+    layers = cache.layers
+    if whole is not None and hasattr(layers[0], "reserve"):
+        n, past = x.shape[1], layers[0].get_seq_length()
+        for layer in layers:
+            if layer.get_seq_length() != past:
+                break
+            layer.reserve(n)
+        else:
+            outs = whole.step(x, [layer._k for layer in layers], [layer._v for layer in layers], past, cos, sin)
+            for layer in layers:
+                layer._n = past + n
+            return outs
+    outs = []
     for i, r in enumerate(rows):
         qs, ks, vs = ext.layer_qkv(x, r.n1, r.eps1, r.Wq, r.Wk, r.Wv, cos, sin, r.H, r.Hk)
-        ks, vs = cache.layers[i].update(ks, vs)                                 # (1, Hk, S, D) views
+        ks, vs = layers[i].update(ks, vs)                                      # (1, Hk, S, D) views
         x = ext.layer_rest(x, qs, ks, vs, r.scaling, r.Wo, r.n2, r.eps2, r.Wg, r.Wu, r.Wd)
         outs.append(x)
     return outs
+
+
+def _rotary(rot, x: torch.Tensor, P: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (1, n, D) of positions P … P + n − 1: rows of a table the rotary module's own forward computed for
+    positions 0 … capacity − 1 (elementwise in the position, so each row has the bits a forward of those positions
+    alone gets), kept on the module and doubled when outgrown; a rotary embedding that rescales with the length
+    (rope_type other than "default") computes every forward's own."""
+    if getattr(rot, "rope_type", None) != "default":
+        return rot.forward(x, (torch.arange(n, device=x.device) + P).unsqueeze(0))   # positions (1, n)
+    kept = rot.__dict__.get("_dspark_table")
+    if kept is None or kept[0] != (x.dtype, x.device) or kept[1].shape[1] < P + n:
+        cap = max(2 * (P + n), 256)
+        cos, sin = rot.forward(x[:, :1], torch.arange(cap, device=x.device).unsqueeze(0))       # (1, cap, D)
+        kept = rot.__dict__["_dspark_table"] = ((x.dtype, x.device), cos, sin)
+    return kept[1][:, P:P + n], kept[2][:, P:P + n]
 
 
 def _causal_mask(n: int, S: int) -> torch.Tensor:
@@ -123,8 +157,7 @@ def forward(model, ids: torch.Tensor, cache, want_hidden: bool, last_only: bool,
     n = ids.shape[1]
     P = cache.get_seq_length()                                                 # > 0 (applies)
     x = inner.embed_tokens.forward(ids)                                        # (1, n, d)
-    pos = (torch.arange(n, device=x.device) + P).unsqueeze(0)                 # (1, n)
-    pe = inner.rotary_emb.forward(x, pos)                                      # cos, sin (1, n, D)
+    pe = _rotary(inner.rotary_emb, x, P, n)                                    # cos, sin (1, n, D)
     hs = [x] if want_hidden else None
     # a cache whose layers append in place and hand back (1, Hk, S, D) views with each head's rows contiguous
     # (model/cache.py's GrowingCache says so); others go through each layer's own forward
@@ -135,7 +168,7 @@ def forward(model, ids: torch.Tensor, cache, want_hidden: bool, last_only: bool,
         if hs is not None:
             hs += outs
     else:
-        mask = None if n == 1 else _causal_mask(n, P + n)
+        mask, pos = None if n == 1 else _causal_mask(n, P + n), (torch.arange(n, device=x.device) + P).unsqueeze(0)
         for f in fns:
             x = f(x, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, position_embeddings=pe)
             if hs is not None:

@@ -19,41 +19,71 @@ MIN_CAPACITY = 64
 
 class GrowingLayer(DynamicLayer):
     """One layer's keys and values in buffers (b, H, capacity, D) that double when full; ``keys`` / ``values``
-    are views of the first n positions (what DynamicLayer holds as whole tensors)."""
+    are views of the first n positions (what DynamicLayer holds as whole tensors), made when read. Assigning a
+    tensor to them (transformers' own layer methods do) adopts it as the buffer, full."""
 
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        super().lazy_initialization(key_states, value_states)
-        self._k = self._v = None
-        self._n = 0
+    _k: torch.Tensor | None = None
+    _v: torch.Tensor | None = None
+    _n = 0
 
-    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
-        self.keys, self.values = self._k[..., : self._n, :], self._v[..., : self._n, :]
-        return self.keys, self.values
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return None if self._k is None else self._k[..., : self._n, :]
+
+    @keys.setter
+    def keys(self, t: torch.Tensor | None) -> None:
+        self._k, self._n = self._adopt(t)
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self._v is None else self._v[..., : self._n, :]
+
+    @values.setter
+    def values(self, t: torch.Tensor | None) -> None:
+        self._v, self._n = self._adopt(t)
+
+    @staticmethod
+    def _adopt(t: torch.Tensor | None) -> tuple[torch.Tensor | None, int]:
+        if t is None or t.dim() < 2:                   # None, or lazy_initialization's empty placeholder
+            return None, 0
+        return t, t.shape[-2]
+
+    def get_seq_length(self) -> int:
+        return self._n if self.is_initialized else 0
+
+    def reserve(self, q: int) -> None:
+        """Room for q more positions after the n held (the buffers double, or grow to fit)."""
+        n = self._n
+        if n + q > self._k.shape[-2]:
+            cap = max(2 * n, n + q, MIN_CAPACITY)
+            k = self._k.new_empty(*self._k.shape[:-2], cap, self._k.shape[-1])      # (b, H, cap, D)
+            v = self._v.new_empty(*self._v.shape[:-2], cap, self._v.shape[-1])
+            if n:
+                k[..., :n, :], v[..., :n, :] = self._k[..., :n, :], self._v[..., :n, :]
+            self._k, self._v = k, v
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         n, q = self._n, key_states.shape[-2]
-        if self._k is None or n + q > self._k.shape[-2]:
-            cap = max(2 * n, n + q, MIN_CAPACITY)
-            k = key_states.new_empty(*key_states.shape[:-2], cap, key_states.shape[-1])      # (b, H, cap, D)
-            v = value_states.new_empty(*value_states.shape[:-2], cap, value_states.shape[-1])
-            if n:
-                k[..., :n, :], v[..., :n, :] = self._k[..., :n, :], self._v[..., :n, :]
-            self._k, self._v = k, v
+        if self._k is None:
+            shape = (*key_states.shape[:-2], max(q, MIN_CAPACITY), key_states.shape[-1])
+            self._k, self._v = key_states.new_empty(shape), value_states.new_empty(shape[:-1] + value_states.shape[-1:])
+        self.reserve(q)
         self._k[..., n:n + q, :] = key_states
         self._v[..., n:n + q, :] = value_states
         self._n = n + q
-        return self._views()
+        return self.keys, self.values
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self._n:
             self._k, self._v = self._k[indices], self._v[indices]
-            self._views()
 
     def crop(self, tokens_to_remove: int) -> None:
-        super().crop(tokens_to_remove)
-        self._n = self.keys.shape[-2] if self.is_initialized and self.keys is not None else 0
+        if tokens_to_remove > 0:
+            raise ValueError(f"crop takes a negative count (tokens to remove), got {tokens_to_remove}")
+        if self.is_initialized:
+            self._n = max(0, self._n + tokens_to_remove)
 
 
 class GrowingCache(DynamicCache):

@@ -28,6 +28,7 @@
 // attend to the context and to each other both ways (drafters/backbone.py).
 #pragma once
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -340,3 +341,62 @@ torch::Tensor layer_rest_full(torch::Tensor x, torch::Tensor q, torch::Tensor K,
                               torch::Tensor Wd) {
   return rest_checked(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd, false);
 }
+
+// Every decoder layer of one sequence's few-token forward in one call (fast/stack.py). Per layer: layer_qkv, the new
+// keys and values written into the caller's cache buffers at positions past … past + M − 1, layer_rest over
+// positions 0 … past + M − 1 — the same calls on the same values as three steps from Python, so the same bits,
+// without a return to Python (and a cache append of slicing ops) per layer.
+// Per layer the plan holds ln₁, W_q, W_k, W_v, W_o, ln₂, W_g, W_u, W_d (9 tensors), eps₁, eps₂, scale, H, Hk.
+// step: x (1, M, d); K[l], V[l] (1, Hk, capacity ≥ past + M, Dh) contiguous → every layer's output, each (1, M, d).
+class StackPlan {
+ public:
+  StackPlan(std::vector<torch::Tensor> w, std::vector<double> eps1, std::vector<double> eps2,
+            std::vector<double> scale, std::vector<int64_t> H, std::vector<int64_t> Hk)
+      : w_(std::move(w)), eps1_(std::move(eps1)), eps2_(std::move(eps2)), scale_(std::move(scale)),
+        H_(std::move(H)), Hk_(std::move(Hk)) {
+    const size_t L = eps1_.size();
+    TORCH_CHECK(w_.size() == 9 * L && eps2_.size() == L && scale_.size() == L && H_.size() == L && Hk_.size() == L,
+                "StackPlan: 9 weights, two eps, a scale and the head counts per layer");
+  }
+
+  int64_t n_layers() const { return static_cast<int64_t>(eps1_.size()); }
+
+  std::vector<torch::Tensor> step(torch::Tensor x, const std::vector<torch::Tensor>& K,
+                                  const std::vector<torch::Tensor>& V, int64_t past, torch::Tensor cos,
+                                  torch::Tensor sin) const {
+    const int64_t L = n_layers(), M = x.size(1);
+    TORCH_CHECK(static_cast<int64_t>(K.size()) == L && static_cast<int64_t>(V.size()) == L,
+                "StackPlan.step: one key and one value buffer per layer");
+    TORCH_CHECK(past >= 0, "StackPlan.step: past ≥ 0");
+    std::vector<torch::Tensor> outs;
+    outs.reserve(L);
+    for (int64_t l = 0; l < L; ++l) {
+      const torch::Tensor* w = w_.data() + 9 * l;
+      auto qkv = layer_qkv(x, w[0], eps1_[l], w[1], w[2], w[3], cos, sin, H_[l], Hk_[l]);
+      append(qkv[1], K[l], past);
+      append(qkv[2], V[l], past);
+      x = rest_checked(x, qkv[0], K[l].narrow(2, 0, past + M), V[l].narrow(2, 0, past + M), scale_[l], w[4], w[5],
+                       eps2_[l], w[6], w[7], w[8], true);
+      outs.push_back(x);
+    }
+    return outs;
+  }
+
+ private:
+  // new (1, Hk, M, Dh) → buf[0, :, past : past + M, :]
+  static void append(const torch::Tensor& nw, const torch::Tensor& buf, int64_t past) {
+    const int64_t Hk = nw.size(1), M = nw.size(2), Dh = nw.size(3);
+    TORCH_CHECK(buf.dim() == 4 && buf.size(0) == 1 && buf.size(1) == Hk && buf.size(3) == Dh &&
+                buf.size(2) >= past + M && buf.is_contiguous() && buf.scalar_type() == nw.scalar_type() &&
+                buf.device().is_cpu(), "StackPlan.step: cache buffers (1, Hk, capacity ≥ past + M, Dh), contiguous");
+    const int64_t bytes = nw.element_size();
+    const char* src = static_cast<const char*>(nw.data_ptr());
+    char* dst = static_cast<char*>(buf.data_ptr());
+    for (int64_t g = 0; g < Hk; ++g)
+      std::memcpy(dst + (g * buf.size(2) + past) * Dh * bytes, src + g * M * Dh * bytes, M * Dh * bytes);
+  }
+
+  std::vector<torch::Tensor> w_;
+  std::vector<double> eps1_, eps2_, scale_;
+  std::vector<int64_t> H_, Hk_;
+};

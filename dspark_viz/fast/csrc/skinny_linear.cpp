@@ -55,4 +55,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
   m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");
+  py::class_<StackPlan>(m, "StackPlan", "every decoder layer of a few-token forward in one call (decoder_layer.h)")
+      .def(py::init<std::vector<torch::Tensor>, std::vector<double>, std::vector<double>, std::vector<double>,
+                    std::vector<int64_t>, std::vector<int64_t>>())
+      .def("n_layers", &StackPlan::n_layers)
+      .def("step", &StackPlan::step, "x, key buffers, value buffers, past, cos, sin → every layer's output");
 }

@@ -8,8 +8,9 @@ slower than that bound. These pieces close the gap, each on a switch (dspark_viz
 - ``kernels``   a native matmul that reads each weight row once for every token (csrc/skinny_linear.cpp);
 - ``attention`` packed grouped-query attention over the KV cache without copying it per head group;
 - ``lean``      each decoder layer as straight-line code, fused into two native calls per layer;
-- ``stack``     the model's whole few-token forward (embedding, rotary, those layers, norm, LM head) as
-                straight-line code, without transformers' model-level wrappers (the target wrapper calls it).
+- ``stack``     the model's whole few-token forward (embedding, rotary, those layers — all in one native call —,
+                norm, LM head) as straight-line code, without transformers' model-level wrappers (the target
+                wrapper calls it).
 
 The two doors, one call each:
 

@@ -6,11 +6,14 @@ Legend: n new tokens (1–8), P cached positions, S = P + n, d hidden size, L de
 With every layer on the fused path (lean.py) a one-token step spends most of what is not a native call in the
 model around the layers: keyword merging, output capture, the causal-mask builder, the rotary module and one
 ``nn.Module.__call__`` per layer. Here the same operations run in the same order on the same tensors — the
-embedding's own forward, the rotary module's forward, each layer's lean forward called directly, the final
-norm's forward, the LM head on the kept positions — so logits, features and hidden states are bit-identical to
-``model(...)`` (tests/test_stack.py checks ``torch.equal`` at every width and both dtypes). Where every layer is on
-lean.py's fused path, the stack makes each layer's two native calls itself, with the cache's in-place append
-between — the same calls with the same arguments, without the per-layer checks of the lean forward. The mask is the one
+embedding's own forward, the rotary module's values (rows of a table its forward made), each layer's lean forward
+called directly, the final norm's forward, the LM head on the kept positions — so logits, features and hidden
+states are bit-identical to ``model(...)`` (tests/test_stack.py checks ``torch.equal`` at every width and both
+dtypes). Where every layer is on lean.py's fused path, the stack makes each layer's two native calls itself, with
+the cache's in-place append between — the same calls with the same arguments, without the per-layer checks of the
+lean forward — and with a cache that grows in place, all layers in one native call (``StackPlan``,
+csrc/decoder_layer.h) that writes the new keys and values into the cache's buffers: after a step streams the
+weights, every Python-level operation finds the CPU's caches cold, so the fewer the better. The mask is the one
 the layers would get: none for a one-token step (it sees its whole cache), else one sequence's causal mask (n, S),
 already marked plain-causal for the fused layers.
 

@@ -305,18 +305,26 @@ def test_a_drafter_card_file_loads_by_path_with_its_calibration(tiny, tmp_path):
         load_drafter("mine", t)
 
 
-@pytest.mark.parametrize("algo", ["dspark", "eagle"])
-def test_diagnostics_off_drafts_the_same(tiny, algo, tmp_path):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("temperature", [1.0, 0.0], ids=["T1", "T0"])
+@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "dflash", "eagle"])
+def test_diagnostics_off_drafts_the_same(tiny, algo, temperature, dtype, tmp_path):
     """diagnostics=False (the bench) skips the per-slot top-k for the charts and changes nothing else: same
-    tokens, same distributions (over the full vocabulary, zero outside the draft vocabulary), same confidences."""
+    tokens, same distributions (over the full vocabulary, zero outside the draft vocabulary), same confidences —
+    greedy too, where DSpark-Markov's slot loop then runs as one native call and DFlash-style's slots at once."""
+    from dspark_viz.fast import kernels
     t, seqs = tiny
     path = tmp_path / f"{algo}.json"
     save_drafter(make(t, seqs, algo), t, path, {"train": {"steps": 1}})
+    if dtype != torch.float32:
+        t = tiny_llama_target(vocab_size=48, hidden_size=64, n_layers=4, dtype=dtype)
     d = load_drafter_file(path, t)
     prompt = seqs[1]["ids"][:8].tolist()
-    on = speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=12, temperature=1.0, seed=3)
+    on = speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=12, temperature=temperature, seed=3)
     speed_only(d)                                       # what the bench and `dspark-viz profile` do
-    off = speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=12, temperature=1.0, seed=3)
+    if algo == "dspark" and temperature == 0 and kernels.load() is not None:
+        assert d.model._native_greedy(0.0, False) is not None
+    off = speculative_generate(t, d, prompt_ids=prompt, max_new_tokens=12, temperature=temperature, seed=3)
     assert on.output_ids == off.output_ids
     for a, b in zip(on.rounds, off.rounds):
         assert [x.token for x in a.drafts] == [x.token for x in b.drafts]
@@ -424,3 +432,17 @@ def test_block_attention_is_the_masked_attention_of_training_blocks():
     g_ref = torch.autograd.grad((ref * w).sum(), (q, kc, vc, kb, vb))
     g_got = torch.autograd.grad((got * w).sum(), (q, kc, vc, kb, vb))
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_got, g_ref))
+
+
+def test_rotary_table_rows_equal_rope_cos_sin(tiny):
+    """The drafter backbone's rotary rows (a table, doubled when outgrown) equal rope_cos_sin of those positions,
+    in fp32 and in the layers' dtype."""
+    from dspark_viz.drafters.backbone import rope_cos_sin
+    t, seqs = tiny
+    bb = make(t, seqs, "dspark").backbone
+    for start, n in ((0, 7), (250, 7), (700, 3), (3000, 1)):
+        want = rope_cos_sin(torch.arange(start, start + n), bb.head_dim, bb.rope_theta)
+        got = bb.rope_rows(start, n, torch.device("cpu"))
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (start, n)
+        c16, s16 = bb.rope_rows(start, n, torch.device("cpu"), torch.bfloat16)
+        assert torch.equal(c16, want[0].to(torch.bfloat16)[None]) and torch.equal(s16, want[1].to(torch.bfloat16)[None])

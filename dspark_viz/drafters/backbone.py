@@ -120,12 +120,12 @@ class DraftLayer(nn.Module):
 
     def native_forward(self, ext, x, cos, sin, k_ctx, v_ctx):
         """``forward`` of one inference block whose rows see every key (the context and the whole block) as the
-        fused decoder layer's two native calls (fast/csrc/decoder_layer.h): x (γ ≤ 8, d), cos/sin (γ, Dh) →
-        (γ, d). The same function; its rounding follows transformers' layer, so it agrees with ``forward`` to
-        within the dtype's rounding, not bit for bit."""
-        a, m, dt = self.self_attn, self.mlp, x.dtype
+        fused decoder layer's two native calls (fast/csrc/decoder_layer.h): x (γ ≤ 8, d), cos/sin (1, γ, Dh) in x's
+        dtype → (γ, d). The same function; its rounding follows transformers' layer, so it agrees with ``forward``
+        to within the dtype's rounding, not bit for bit."""
+        a, m = self.self_attn, self.mlp
         q, kb, vb = ext.layer_qkv(x[None], self.input_layernorm.weight, self.input_layernorm.eps, a.q_proj.weight,
-                                  a.k_proj.weight, a.v_proj.weight, cos.to(dt)[None], sin.to(dt)[None],
+                                  a.k_proj.weight, a.v_proj.weight, cos, sin,
                                   self.H, self.Hk)                                  # (1, H, γ, Dh), (1, Hk, γ, Dh)
         K = torch.cat([k_ctx[None], kb], 2)                                          # (1, Hk, n + γ, Dh)
         V = torch.cat([v_ctx[None], vb], 2)
@@ -151,10 +151,28 @@ class ParallelBackbone(nn.Module):
         """feats (n, m·d) raw target layer outputs → H_ctx (n, d)."""
         return self.ctx_norm(self.fc(feats.to(self.fc.weight.dtype)))
 
-    def context_kv(self, h_ctx, pos):
-        """H_ctx (n, d), positions (n,) → per layer (k, v) each (Hk, n, Dh)."""
-        cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
+    def context_kv(self, h_ctx, pos, start: int | None = None):
+        """H_ctx (n, d), positions (n,) → per layer (k, v) each (Hk, n, Dh); ``start``: the positions are
+        start … start + n − 1 (then their rotary rows come from the table, ``rope_rows``)."""
+        cos, sin = (rope_cos_sin(pos, self.head_dim, self.rope_theta) if start is None
+                    else self.rope_rows(start, h_ctx.shape[0], h_ctx.device))
         return [layer.kv(h_ctx, cos, sin) for layer in self.layers]
+
+    def rope_rows(self, start: int, n: int, device, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin (n, Dh) fp32 of positions start … start + n − 1 — rows of a table rope_cos_sin computed once for
+        positions 0 … capacity − 1 (elementwise in the position: the rows rope_cos_sin gives those positions
+        alone), doubled when outgrown; with ``dtype``, (1, n, Dh) in that dtype (what the native layers take)."""
+        kept = self.__dict__.get("_rope_table")
+        if kept is None or kept[0] != device or kept[1].shape[0] < start + n:
+            cap = max(2 * (start + n), 256)
+            kept = self.__dict__["_rope_table"] = (device, *rope_cos_sin(torch.arange(cap, device=device),
+                                                                         self.head_dim, self.rope_theta), {})
+        if dtype is None:
+            return kept[1][start:start + n], kept[2][start:start + n]
+        if dtype not in kept[3]:
+            kept[3][dtype] = (kept[1].to(dtype)[None], kept[2].to(dtype)[None])
+        cos, sin = kept[3][dtype]
+        return cos[:, start:start + n], sin[:, start:start + n]
 
     def block_input(self, anchors, gamma: int, embed):
         """anchors (N,) → (N·γ, d): [e(x0), MASK, …, MASK] per block."""
@@ -174,13 +192,18 @@ class ParallelBackbone(nn.Module):
                 and l0.mlp.gate_proj.weight.shape[0] % 8 == 0
                 and all(p.dtype == x.dtype and p.is_contiguous() for p in self.layers.parameters()))
 
-    def forward_block(self, x, pos, ctx_kv, ext=None):
+    def forward_block(self, x, pos, ctx_kv, ext=None, start: int | None = None):
         """One inference block whose rows see the whole context and the whole block: x (γ, d), pos (γ,) →
-        h (γ, d); through the native layers where they apply (``native_applies``), else ``forward``."""
+        h (γ, d); through the native layers where they apply (``native_applies``), else ``forward``. ``start``: pos
+        is start … start + γ − 1 (the native layers then read the rotary table, ``rope_rows``)."""
         if not self.native_applies(ext, x):
             n = ctx_kv[0][0].shape[1] if ctx_kv else 0
             return self(x, pos, ctx_kv, torch.ones(x.shape[0], n + x.shape[0], dtype=torch.bool, device=x.device))
-        cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
+        if start is None:
+            cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
+            cos, sin = cos.to(x.dtype)[None], sin.to(x.dtype)[None]
+        else:
+            cos, sin = self.rope_rows(start, x.shape[0], x.device, x.dtype)                # (1, γ, Dh)
         for layer, (kc, vc) in zip(self.layers, ctx_kv):
             x = layer.native_forward(ext, x, cos, sin, kc, vc)
         return self.norm(x)

@@ -90,8 +90,7 @@ class DSparkModel(nn.Module):
         if feats is None or feats.shape[0] == 0:
             return
         dev = self.W_vd.device
-        pos = torch.arange(st["n"], st["n"] + feats.shape[0], device=dev)
-        new = self.backbone.context_kv(self.backbone.fuse(feats.to(dev)), pos)
+        new = self.backbone.context_kv(self.backbone.fuse(feats.to(dev)), None, start=st["n"])   # positions n, n+1, …
         st["kv"] = [(kn, vn) if k is None else (torch.cat([k, kn], 1), torch.cat([v, vn], 1))
                     for (k, v), (kn, vn) in zip(st["kv"], new)]
         st["n"] += feats.shape[0]
@@ -103,11 +102,21 @@ class DSparkModel(nn.Module):
         x = self.backbone.block_input(torch.tensor([anchor], device=dev), g, self.embed)      # (γ, d)
         pos = torch.arange(anchor_pos, anchor_pos + g, device=dev)                            # context < anchor
         ext = fast.layer_extension(self.vocab_product)
-        h = self.backbone.forward_block(x, pos, st["kv"], ext)                                # + block: (γ, d)
+        h = self.backbone.forward_block(x, pos, st["kv"], ext, start=anchor_pos)              # + block: (γ, d)
         U = self.base_logits(h).float()                                                       # (γ, V_d)
         rows, toks, es, diags = [], [], [], []                                                # rows: γ × (V_d,)
         vocab = self._vocab_list()
         prev = self.full2draft[anchor].view(1)
+        if temperature == 0 and not diag and self.head is None:      # no sequential head: every slot at once
+            toks = [vocab[j] for j in U.argmax(-1).tolist()]
+            return toks, one_hot_rows(self, toks, U.dtype), None, None
+        native = self._native_greedy(temperature, diag)
+        if native is not None:                                        # the slot loop below, in one native call
+            js = native.markov_greedy(U, self.head.W1.weight, self.head.W2.weight, int(prev))
+            toks = [vocab[j] for j in js]
+            e = self.head.W1.weight[[int(prev)] + js[:-1]]                                   # (γ, r)
+            conf = torch.sigmoid(self.conf(h, e)).tolist() if self.conf is not None else None
+            return toks, one_hot_rows(self, toks, U.dtype), conf, None
         state = self.head.init_state(1, dev) if self.head is not None else None
         for k in range(g):
             if self.head is not None:
@@ -136,6 +145,18 @@ class DSparkModel(nn.Module):
             conf = torch.sigmoid(self.conf(h, torch.cat(es))).tolist()                        # γ floats
         p = full_vocab_rows(self, rows) if rows else one_hot_rows(self, toks, U.dtype)                 # (γ, V)
         return toks, p, conf, (diags or None)
+
+    def _native_greedy(self, temperature: float, diag: bool):
+        """The extension when a greedy draft without diagnostics can take its Markov-head loop natively: the head's
+        W₂ takes the kernel (its patched linear), so the native loop computes the same bits; else None."""
+        if temperature != 0 or diag or self.head is None or self.head.kind != "markov":
+            return None
+        ext = getattr(self.vocab_product, "ext", None)
+        if ext is None or not hasattr(ext, "markov_greedy") or "forward" not in self.head.W2.__dict__:
+            return None
+        W1, W2 = self.head.W1.weight, self.head.W2.weight
+        ok = W1.dtype == W2.dtype and W1.dtype in fast.DTYPES and W1.device.type == "cpu" and W1.shape[1] % 8 == 0
+        return ext if ok and W1.is_contiguous() and W2.is_contiguous() else None
 
     def _vocab_list(self) -> list[int]:
         """vocab_ids as a Python list (a list index per slot, not a tensor index and a sync), kept until the

@@ -400,3 +400,45 @@ class StackPlan {
   std::vector<double> eps1_, eps2_, scale_;
   std::vector<int64_t> H_, Hk_;
 };
+
+// The Markov head's slot loop of a greedy DSpark draft (drafters/dspark.py), in one call: for k = 1 … γ,
+// e = W₁[prev]; b = e·W₂ᵀ through the kernel (what the drafter's patched linear computes, the same bits);
+// logits = U_k + b in fp32; the draft is the first maximum (torch's argmax); prev = that index.
+// U (γ, V_d) fp32, W1 (V_d + 1, r), W2 (V_d, r) in the drafter's dtype → the γ draft-vocabulary indices.
+template <typename T>
+std::vector<int64_t> markov_greedy_impl(const torch::Tensor& U, const torch::Tensor& W1, const torch::Tensor& W2,
+                                        int64_t prev) {
+  const int64_t g = U.size(0), Vd = U.size(1), r = W1.size(1);
+  std::vector<int64_t> out(g);
+  std::vector<float> e(r);
+  std::vector<T> b(Vd);
+  const float* Up = U.data_ptr<float>();
+  for (int64_t k = 0; k < g; ++k) {
+    TORCH_CHECK(prev >= 0 && prev < W1.size(0), "markov_greedy: previous index outside W1");
+    widen_into(W1.data_ptr<T>() + prev * r, e.data(), r);
+    run<T>(e.data(), W2.data_ptr<T>(), b.data(), 1, r, Vd, false);
+    const float* u = Up + k * Vd;
+    int64_t best = 0;
+    float top = u[0] + widen(b[0]);
+    for (int64_t j = 1; j < Vd; ++j) {
+      const float v = u[j] + widen(b[j]);
+      if (v > top || (std::isnan(v) && !std::isnan(top))) { top = v; best = j; }
+    }
+    out[k] = best;
+    prev = best;
+  }
+  return out;
+}
+
+std::vector<int64_t> markov_greedy(torch::Tensor U, torch::Tensor W1, torch::Tensor W2, int64_t prev) {
+  const auto dt = W1.scalar_type();
+  TORCH_CHECK(U.dim() == 2 && U.scalar_type() == at::kFloat && U.is_contiguous() && U.device().is_cpu(),
+              "markov_greedy: U (γ, V_d) contiguous fp32 on the CPU");
+  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "markov_greedy: W1, W2 float32 or bfloat16");
+  TORCH_CHECK(W1.dim() == 2 && W2.dim() == 2 && W2.size(0) == U.size(1) && W2.size(1) == W1.size(1),
+              "markov_greedy: W1 (V_d + 1, r), W2 (V_d, r)");
+  TORCH_CHECK(W1.size(1) % 8 == 0, "markov_greedy: rank a multiple of 8");
+  check_layer_args({W1, W2}, dt);
+  return dt == at::kFloat ? markov_greedy_impl<float>(U, W1, W2, prev)
+                          : markov_greedy_impl<at::BFloat16>(U, W1, W2, prev);
+}

@@ -111,14 +111,11 @@ def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.T
     layers = cache.layers
     if whole is not None and hasattr(layers[0], "reserve"):
         n, past = x.shape[1], layers[0].get_seq_length()
-        for layer in layers:
-            if layer.get_seq_length() != past:
-                break
-            layer.reserve(n)
-        else:
-            outs = whole.step(x, [layer._k for layer in layers], [layer._v for layer in layers], past, cos, sin)
+        if all(layer.get_seq_length() == past for layer in layers):
+            ks, vs = zip(*(layer.reserve(n) for layer in layers))                # (1, Hk, capacity, D) each
+            outs = whole.step(x, list(ks), list(vs), past, cos, sin)
             for layer in layers:
-                layer._n = past + n
+                layer.written(n)
             return outs
     outs = []
     for i, r in enumerate(rows):

@@ -51,8 +51,9 @@ class GrowingLayer(DynamicLayer):
     def get_seq_length(self) -> int:
         return self._n if self.is_initialized else 0
 
-    def reserve(self, q: int) -> None:
-        """Room for q more positions after the n held (the buffers double, or grow to fit)."""
+    def reserve(self, q: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Room for q more positions after the n held (the buffers double, or grow to fit) → the key and value
+        buffers (b, H, capacity, D), for a writer that fills positions n … n + q − 1 and then calls ``written``."""
         n = self._n
         if n + q > self._k.shape[-2]:
             cap = max(2 * n, n + q, MIN_CAPACITY)
@@ -61,6 +62,11 @@ class GrowingLayer(DynamicLayer):
             if n:
                 k[..., :n, :], v[..., :n, :] = self._k[..., :n, :], self._v[..., :n, :]
             self._k, self._v = k, v
+        return self._k, self._v
+
+    def written(self, q: int) -> None:
+        """q more positions hold keys and values (written into the buffers ``reserve`` returned)."""
+        self._n += q
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:

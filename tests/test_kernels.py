@@ -287,3 +287,28 @@ def test_a_row_gets_the_same_bits_whatever_rows_share_the_call(ext, isa, dtype, 
                 for start in range(0, 8 - rows + 1):
                     assert torch.equal(ext.skinny_linear(x[start:start + rows], w), alone[start:start + rows]), \
                         (isa, dtype, rows, start)
+
+
+def test_native_sample_draws_what_sampling_sample_draws(ext):
+    """``sample_index`` (the drafters' per-slot draw): the index ``sampling.sample`` gives and the same generator state
+    after, for spread, sparse and one-hot distributions of several sizes, with a generator and with torch's own."""
+    from dspark_viz.sampling import sample
+    for trial in range(400):
+        V = (5, 64, 8192, 49152)[trial % 4]
+        g0 = torch.Generator().manual_seed(trial)
+        p = torch.rand(V, generator=g0) ** 4
+        if trial % 3 == 0:
+            p[torch.rand(V, generator=g0) < 0.5] = 0
+        if trial % 7 == 0:
+            p = torch.zeros(V)
+            p[trial % V] = 1.0
+        p = p / p.sum()
+        g1, g2 = torch.Generator().manual_seed(trial), torch.Generator().manual_seed(trial)
+        assert ext.sample_index(p, g1) == sample(p, g2), trial
+        assert torch.equal(g1.get_state(), g2.get_state()), trial
+    torch.manual_seed(5)
+    a = ext.sample_index(torch.tensor([0.2, 0.3, 0.5]))
+    torch.manual_seed(5)
+    assert a == sample(torch.tensor([0.2, 0.3, 0.5]))
+    with pytest.raises(RuntimeError, match="sample_index"):
+        ext.sample_index(torch.ones(2, 3) / 6)

@@ -51,6 +51,15 @@ def one_hot_rows(module: nn.Module, toks: list[int], dtype=torch.float32) -> tor
     return out.scatter_(1, torch.tensor(toks, device=out.device).view(-1, 1), 1.0)
 
 
+def native_sampler(product, device):
+    """``sampling.sample`` as one native call where the drafter's kernel extension has it (the same index and the
+    same generator state after, tests/test_drafters.py), else ``sampling.sample`` itself."""
+    ext = getattr(product, "ext", None)
+    if ext is None or not hasattr(ext, "sample_index") or torch.device(device).type != "cpu":
+        return sample
+    return ext.sample_index
+
+
 def vocab_logits(module: nn.Module, h: torch.Tensor) -> torch.Tensor:
     """h (…, d) → h W_vdᵀ (…, V_d); a block of ≤ 8 rows takes the few-row kernel when the loader set one."""
     return module.vocab_product(h, module.W_vd)
@@ -118,6 +127,7 @@ class DSparkModel(nn.Module):
             conf = torch.sigmoid(self.conf(h, e)).tolist() if self.conf is not None else None
             return toks, one_hot_rows(self, toks, U.dtype), conf, None
         state = self.head.init_state(1, dev) if self.head is not None else None
+        draw = native_sampler(self.vocab_product, dev)
         for k in range(g):
             if self.head is not None:
                 b, state, e = self.head.step(prev, h[k:k + 1], state)
@@ -130,7 +140,7 @@ class DSparkModel(nn.Module):
                 j = int(logits.argmax())
             else:
                 p = probs_from_logits(logits, temperature)                                    # (V_d,)
-                j = sample(p, generator)
+                j = draw(p, generator)
                 rows.append(p)
             tok = vocab[j]
             toks.append(tok)

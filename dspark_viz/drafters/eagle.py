@@ -12,10 +12,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..sampling import probs_from_logits, sample
+from ..sampling import probs_from_logits
 from .backbone import DraftLayer, RMSNorm, rope_cos_sin
 from .config import DrafterConfig
-from .dspark import full_vocab_rows, one_hot_rows, register_draft_vocab, vocab_logits
+from .dspark import full_vocab_rows, native_sampler, one_hot_rows, register_draft_vocab, vocab_logits
 
 
 class EagleModel(nn.Module):
@@ -89,6 +89,7 @@ class EagleModel(nn.Module):
         assert n0 == anchor_pos - 1, "EAGLE context must hold entries up to anchor_pos − 2"
         k_all, v_all = st["k"], st["v"]
         f, tok, toks, diags, rows = st["pending"][None], anchor, [], [], []          # rows: γ × (V_d,)
+        draw = native_sampler(self.vocab_product, dev)
         for i in range(g):
             x = self.step_input(f, torch.tensor([tok], device=dev))                    # (1, d)
             mask = torch.ones(1, k_all.shape[1] + 1, dtype=torch.bool, device=dev)
@@ -99,7 +100,7 @@ class EagleModel(nn.Module):
                 j = int(logits.argmax())
             else:
                 p = probs_from_logits(logits, temperature)
-                j = sample(p, generator)
+                j = draw(p, generator)
                 rows.append(p)
             tok = int(self.vocab_ids[j])
             toks.append(tok)

@@ -442,3 +442,25 @@ std::vector<int64_t> markov_greedy(torch::Tensor U, torch::Tensor W1, torch::Ten
   return dt == at::kFloat ? markov_greedy_impl<float>(U, W1, W2, prev)
                           : markov_greedy_impl<at::BFloat16>(U, W1, W2, prev);
 }
+
+// sampling.sample in one call: the first i with cdf_i > u, cdf the float64 running sum of p (V,) fp32 and
+// u = U[0, 1) · cdf_{V−1} drawn by torch.rand(1, float64) from the same generator — the same sum in the same order,
+// the same uniform, the same search, so the same index and the same generator state afterwards; u rounded up to
+// the total gives the last index with mass.
+int64_t sample_index(torch::Tensor p, c10::optional<at::Generator> gen) {
+  TORCH_CHECK(p.dim() == 1 && p.numel() > 0 && p.scalar_type() == at::kFloat && p.device().is_cpu(),
+              "sample_index: p (V,) fp32 on the CPU");
+  const auto pc = p.contiguous();
+  const float* pp = pc.data_ptr<float>();
+  const int64_t V = pc.numel();
+  std::vector<double> cdf(V);
+  double s = 0.0;
+  for (int64_t i = 0; i < V; ++i) cdf[i] = s += static_cast<double>(pp[i]);
+  const double u = at::rand({1}, gen, at::TensorOptions().dtype(at::kDouble)).item<double>() * cdf[V - 1];
+  int64_t i = std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin();
+  if (i >= V) {
+    i = V - 1;
+    while (i > 0 && pp[i] == 0.0f) --i;
+  }
+  return i;
+}

@@ -55,6 +55,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
   m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");
+  m.def("sample_index", &sample_index, "sampling.sample of a (V,) fp32 distribution in one call (decoder_layer.h)",
+        py::arg("p"), py::arg("generator") = py::none());
   m.def("markov_greedy", &markov_greedy, "a greedy DSpark draft's Markov-head slot loop (decoder_layer.h)");
   py::class_<StackPlan>(m, "StackPlan", "every decoder layer of a few-token forward in one call (decoder_layer.h)")
       .def(py::init<std::vector<torch::Tensor>, std::vector<double>, std::vector<double>, std::vector<double>,

@@ -440,9 +440,13 @@ def test_rotary_table_rows_equal_rope_cos_sin(tiny):
     from dspark_viz.drafters.backbone import rope_cos_sin
     t, seqs = tiny
     bb = make(t, seqs, "dspark").backbone
-    for start, n in ((0, 7), (250, 7), (700, 3), (3000, 1)):
-        want = rope_cos_sin(torch.arange(start, start + n), bb.head_dim, bb.rope_theta)
-        got = bb.rope_rows(start, n, torch.device("cpu"))
-        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (start, n)
-        c16, s16 = bb.rope_rows(start, n, torch.device("cpu"), torch.bfloat16)
-        assert torch.equal(c16, want[0].to(torch.bfloat16)[None]) and torch.equal(s16, want[1].to(torch.bfloat16)[None])
+    for grad in (False, True):                           # inference reads the table; training computes afresh
+        with torch.inference_mode(not grad), torch.set_grad_enabled(grad):
+            for start, n in ((0, 7), (250, 7), (700, 3), (3000, 1)):
+                want = rope_cos_sin(torch.arange(start, start + n), bb.head_dim, bb.rope_theta)
+                got = bb.rope_rows(start, n, torch.device("cpu"))
+                assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (start, n)
+                c16, s16 = bb.rope_rows(start, n, torch.device("cpu"), torch.bfloat16)
+                assert torch.equal(c16, want[0].to(torch.bfloat16)[None])
+                assert torch.equal(s16, want[1].to(torch.bfloat16)[None])
+        assert ("_rope_table" in bb.__dict__) is True

@@ -224,15 +224,15 @@ def test_native_draft_block_agrees_with_the_torch_layers(dtype, rel, gamma):
     bb = bb.to(dtype).eval()
     n = 23
     with torch.inference_mode():
-        ctx_kv = bb.context_kv(bb.fuse(torch.randn(n, 128, dtype=dtype)), torch.arange(n))
+        ctx_kv = bb.context_kv(bb.fuse(torch.randn(n, 128, dtype=dtype)))
         x, pos = torch.randn(gamma, 64, dtype=dtype), torch.arange(n, n + gamma)
         assert bb.native_applies(ext, x)
-        native = bb.forward_block(x, pos, ctx_kv, ext).float()
+        native = bb.forward_block(x, n, ctx_kv, ext).float()
         torch_ = bb(x, pos, ctx_kv, torch.ones(gamma, n + gamma, dtype=torch.bool)).float()
-        assert torch.equal(bb.forward_block(x, pos, ctx_kv, None).float(), torch_)    # no extension: torch's
+        assert torch.equal(bb.forward_block(x, n, ctx_kv, None).float(), torch_)    # no extension: torch's
     assert float((native - torch_).abs().max()) <= rel * float(torch_.abs().max())
     with torch.inference_mode():                                                     # rows see the whole block:
-        flipped = bb.forward_block(x.flip(0), pos, ctx_kv, ext).float()              # a later row changes row 0
+        flipped = bb.forward_block(x.flip(0), n, ctx_kv, ext).float()              # a later row changes row 0
     assert not torch.allclose(flipped[0], native[-1]) or gamma == 1
 
 

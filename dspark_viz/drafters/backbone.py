@@ -151,17 +151,21 @@ class ParallelBackbone(nn.Module):
         """feats (n, m·d) raw target layer outputs → H_ctx (n, d)."""
         return self.ctx_norm(self.fc(feats.to(self.fc.weight.dtype)))
 
-    def context_kv(self, h_ctx, pos, start: int | None = None):
-        """H_ctx (n, d), positions (n,) → per layer (k, v) each (Hk, n, Dh); ``start``: the positions are
-        start … start + n − 1 (then their rotary rows come from the table, ``rope_rows``)."""
-        cos, sin = (rope_cos_sin(pos, self.head_dim, self.rope_theta) if start is None
-                    else self.rope_rows(start, h_ctx.shape[0], h_ctx.device))
+    def context_kv(self, h_ctx, start: int = 0):
+        """H_ctx (n, d) at positions start … start + n − 1 → per layer (k, v) each (Hk, n, Dh); the rotary rows come
+        from the table (``rope_rows``)."""
+        cos, sin = self.rope_rows(start, h_ctx.shape[0], h_ctx.device)
         return [layer.kv(h_ctx, cos, sin) for layer in self.layers]
 
     def rope_rows(self, start: int, n: int, device, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin (n, Dh) fp32 of positions start … start + n − 1 — rows of a table rope_cos_sin computed once for
         positions 0 … capacity − 1 (elementwise in the position: the rows rope_cos_sin gives those positions
-        alone), doubled when outgrown; with ``dtype``, (1, n, Dh) in that dtype (what the native layers take)."""
+        alone), doubled when outgrown; with ``dtype``, (1, n, Dh) in that dtype (what the native layers take).
+        Under autograd (training) the rows are computed afresh: a table made in inference mode cannot enter a
+        backward pass."""
+        if torch.is_grad_enabled():
+            cos, sin = rope_cos_sin(torch.arange(start, start + n, device=device), self.head_dim, self.rope_theta)
+            return (cos, sin) if dtype is None else (cos.to(dtype)[None], sin.to(dtype)[None])
         kept = self.__dict__.get("_rope_table")
         if kept is None or kept[0] != device or kept[1].shape[0] < start + n:
             cap = max(2 * (start + n), 256)
@@ -192,18 +196,15 @@ class ParallelBackbone(nn.Module):
                 and l0.mlp.gate_proj.weight.shape[0] % 8 == 0
                 and all(p.dtype == x.dtype and p.is_contiguous() for p in self.layers.parameters()))
 
-    def forward_block(self, x, pos, ctx_kv, ext=None, start: int | None = None):
-        """One inference block whose rows see the whole context and the whole block: x (γ, d), pos (γ,) →
-        h (γ, d); through the native layers where they apply (``native_applies``), else ``forward``. ``start``: pos
-        is start … start + γ − 1 (the native layers then read the rotary table, ``rope_rows``)."""
+    def forward_block(self, x, start: int, ctx_kv, ext=None):
+        """One inference block whose rows see the whole context and the whole block: x (γ, d) at positions
+        start … start + γ − 1 → h (γ, d); through the native layers where they apply (``native_applies``, rotary
+        rows from the table ``rope_rows``), else ``forward``."""
         if not self.native_applies(ext, x):
             n = ctx_kv[0][0].shape[1] if ctx_kv else 0
+            pos = torch.arange(start, start + x.shape[0], device=x.device)
             return self(x, pos, ctx_kv, torch.ones(x.shape[0], n + x.shape[0], dtype=torch.bool, device=x.device))
-        if start is None:
-            cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
-            cos, sin = cos.to(x.dtype)[None], sin.to(x.dtype)[None]
-        else:
-            cos, sin = self.rope_rows(start, x.shape[0], x.device, x.dtype)                # (1, γ, Dh)
+        cos, sin = self.rope_rows(start, x.shape[0], x.device, x.dtype)                    # (1, γ, Dh)
         for layer, (kc, vc) in zip(self.layers, ctx_kv):
             x = layer.native_forward(ext, x, cos, sin, kc, vc)
         return self.norm(x)

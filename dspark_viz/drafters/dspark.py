@@ -99,7 +99,7 @@ class DSparkModel(nn.Module):
         if feats is None or feats.shape[0] == 0:
             return
         dev = self.W_vd.device
-        new = self.backbone.context_kv(self.backbone.fuse(feats.to(dev)), None, start=st["n"])   # positions n, n+1, …
+        new = self.backbone.context_kv(self.backbone.fuse(feats.to(dev)), st["n"])           # positions n, n+1, …
         st["kv"] = [(kn, vn) if k is None else (torch.cat([k, kn], 1), torch.cat([v, vn], 1))
                     for (k, v), (kn, vn) in zip(st["kv"], new)]
         st["n"] += feats.shape[0]
@@ -109,9 +109,8 @@ class DSparkModel(nn.Module):
         g, dev = self.cfg.gamma, self.W_vd.device
         assert st["n"] == anchor_pos, "drafter context must end right before the anchor"
         x = self.backbone.block_input(torch.tensor([anchor], device=dev), g, self.embed)      # (γ, d)
-        pos = torch.arange(anchor_pos, anchor_pos + g, device=dev)                            # context < anchor
-        ext = fast.layer_extension(self.vocab_product)
-        h = self.backbone.forward_block(x, pos, st["kv"], ext, start=anchor_pos)              # + block: (γ, d)
+        ext = fast.layer_extension(self.vocab_product)                                        # context < anchor
+        h = self.backbone.forward_block(x, anchor_pos, st["kv"], ext)                         # + block: (γ, d)
         U = self.base_logits(h).float()                                                       # (γ, V_d)
         rows, toks, es, diags = [], [], [], []                                                # rows: γ × (V_d,)
         vocab = self._vocab_list()

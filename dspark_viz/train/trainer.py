@@ -79,7 +79,7 @@ def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
     """The parallel backbone over one sequence's blocks → h (N, γ, d)."""
     bb, g = model.backbone, model.cfg.gamma
     N, ctx_n = anchors.shape[0], int(anchors.max())
-    ctx_kv = bb.context_kv(bb.fuse(s["feats"][:ctx_n].float()), torch.arange(ctx_n))
+    ctx_kv = bb.context_kv(bb.fuse(s["feats"][:ctx_n].float()))                       # positions 0 …
     x = bb.block_input(s["ids"][anchors], g, model.embed)                               # (N·γ, d)
     pos = (anchors[:, None] + torch.arange(g)).reshape(-1)
     a_rep = anchors.repeat_interleave(g)                                                 # context < anchor,

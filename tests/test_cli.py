@@ -171,6 +171,20 @@ def test_profile_drafters_only_keeps_the_table(capsys, patched_target, tmp_path)
     assert cli.main(["profile", "--drafters-only", "--no-drafters", "--out", str(f)]) != 0
 
 
+@pytest.mark.slow
+def test_profile_names_the_memory_floor_it_was_measured_against(capsys, patched_target, tmp_path):
+    from dspark_viz.cost import SPSProfile
+    from dspark_viz.evaluation.machine_info import weight_bytes
+
+    f = tmp_path / "p.json"
+    assert cli.main(["profile", "--no-tune", "--no-drafters", "--bmax", "2", "--repeats", "1", "--ctx-len", "24",
+                     "--out", str(f)]) == 0
+    p = SPSProfile.load(f)
+    assert p.batch[:2] == [1, 2] and p.meta["read_GBps"] > 0
+    assert p.meta["floor_ms"] == pytest.approx(weight_bytes(patched_target) / p.meta["read_GBps"] / 1e6, rel=0.01)
+    assert "memory floor of a one-token step" in capsys.readouterr().out
+
+
 def test_record_writes_one_bundle_per_drafter_and_temperature(capsys, patched_target, tmp_path):
     from dspark_viz.datasets.traces import read_bundle
 

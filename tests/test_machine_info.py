@@ -37,3 +37,37 @@ def test_the_floor_line_says_when_the_weights_fit_the_cache():
     fits, not_fits = floor_lines(_Rep(True))[0], floor_lines(_Rep(False))[0]
     assert "0.94× the floor" in fits and "fit this CPU's 503 MB last-level cache" in fits
     assert "last-level cache" not in not_fits and "0.94× the floor" in not_fits
+
+
+def test_read_bandwidth_takes_the_median_over_separate_buffers(monkeypatch):
+    import pytest
+
+    from dspark_viz.evaluation import machine_info
+
+    with pytest.raises(ValueError, match="buffer"):
+        machine_info.read_bandwidth(buffers=0)
+    with pytest.raises(ValueError, match="GiB"):
+        machine_info.read_bandwidth(gib=0.5)
+    seconds = iter([1.0, 1.0, 4.0, 4.0, 2.0, 2.0])      # per buffer: a warm-up read and one timed read
+    clock = {"t": 0.0}
+
+    def fake_clock():
+        return clock["t"]
+
+    class FakeBuffer:                                   # stands in for the 1 GiB tensor: each sum "takes" a time
+        def __init__(self, n, dtype):
+            self.n = n
+
+        def sum(self):
+            clock["t"] += next(seconds)
+
+        def numel(self):
+            return self.n
+
+        def element_size(self):
+            return 4
+
+    monkeypatch.setattr(machine_info.time, "perf_counter", fake_clock)
+    monkeypatch.setattr(machine_info.torch, "ones", lambda n, dtype: FakeBuffer(n, dtype))
+    bw = machine_info.read_bandwidth(repeats=1, buffers=3)
+    assert bw == pytest.approx(2 ** 30 / 2.0)           # buffers at 1, 4 and 2 s: the median, not the best

@@ -11,6 +11,7 @@ from ..datasets.prompts import load_prompts
 from ..datasets.traces import bundle_name, load_traces
 from ..drafters import NEURAL, load_drafter
 from ..evaluation import dtype_choice
+from ..evaluation.machine_info import read_bandwidth, weight_bytes
 from ..model import target as model_target
 from ..model.profile import cpu_profile_file
 from ..scheduler import HardwareAware
@@ -68,6 +69,10 @@ def run_profile(a) -> None:
         prof = SPSProfile.load(a.out)
     else:
         prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
+        if str(target.device).startswith("cpu"):          # the memory floor the table was taken against
+            bw = read_bandwidth()
+            prof.meta["read_GBps"] = round(bw / 1e9, 2)
+            prof.meta["floor_ms"] = round(1e3 * weight_bytes(target) / bw, 3)   # a one-token step's weight reads
     if not a.no_drafters:                     # the neural drafters' round cost, read by the hybrid's arbiter
 
         prof.meta["draft_s"] = measure_draft_costs(target, NEURAL, repeats=a.repeats, ctx_len=a.ctx_len)
@@ -76,6 +81,9 @@ def run_profile(a) -> None:
     prof.save(a.out)
     for b, s in zip(prof.batch, prof.sps):
         print(f"B={b:4d}  {s:8.2f} steps/s  {1000 / s:8.1f} ms")
+    if "floor_ms" in prof.meta:
+        print(f"memory floor of a one-token step {prof.meta['floor_ms']:.1f} ms (weights ÷ {prof.meta['read_GBps']} GB/s "
+              f"read now): B=1 at {1000 / prof.sps[0] / prof.meta['floor_ms']:.2f}× the floor")
     for name, sec in prof.meta.get("draft_s", {}).items():
         print(f"draft {name:10s} {1000 * sec:8.1f} ms per drafted round")
     print(f"saved {a.out}")

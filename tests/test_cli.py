@@ -79,7 +79,7 @@ def test_bench_json(capsys, patched_target, tmp_path):
     assert rep["methods"]["plain"]["drafted"] is None and 0 <= rep["methods"]["dspark_fallback"]["drafted"] <= 1
     assert rep["machine"]["torch"] and rep["command"].startswith("dspark-viz bench")
     floor = rep["memory_floor"]
-    assert floor["read_GBps"] > 0 and set(floor["by_dtype"]) == {"float32"}
+    assert floor["read_GBps"] > 0 and set(floor["by_dtype"]) == {"float32"} and floor["read_buffers"] == 5
     f = floor["by_dtype"]["float32"]
     assert f["weight_MB"] > 4 * 100 and f["plain_ms_per_token"] > 0                # 135 M fp32 parameters
     assert f["plain_over_floor"] == pytest.approx(f["plain_ms_per_token"] / f["floor_ms_per_token"])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..decode import check_settings
 from ..evaluation import dtype_choice
-from ..evaluation.machine_info import read_bandwidth
+from ..evaluation.machine_info import READ_BUFFERS, read_bandwidth
 from ..evaluation import speed_runner as runner
 from ..evaluation.speed_methods import DEFAULT_METHODS, METHODS, BenchSettings, unload_drafters
 from ..evaluation.speed_report import format_table, markdown_report
@@ -115,7 +115,7 @@ def run_bench(a: argparse.Namespace) -> int:
         labels_of = {m: (["fp32", "bf16"] if m.startswith("hf_") or m == "plain" else [ours]) for m in methods}
     bandwidth = None if getattr(a, "no_bandwidth", False) else read_bandwidth()
     if bandwidth:
-        log(f"read bandwidth: {bandwidth / 1e9:.1f} GB/s (1 GiB, best of 5)")
+        log(f"read bandwidth: {bandwidth / 1e9:.1f} GB/s (median of {READ_BUFFERS} 1 GiB buffers, best of 5 reads each)")
     reports = []
     groups = [dtypes] if mixed else [[d] for d in dtypes]
     for group in groups:

@@ -84,7 +84,10 @@ def last_level_cache_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> 
     return best[1] if best else None
 
 
-def read_bandwidth(gib: float = 1.0, repeats: int = 5, buffers: int = 5) -> float:
+READ_BUFFERS = 5                                    # read_bandwidth's default: the median of this many
+
+
+def read_bandwidth(gib: float = 1.0, repeats: int = 5, buffers: int = READ_BUFFERS) -> float:
     """The machine's streaming read bandwidth in bytes/s: per buffer the best of ``repeats`` sums over a ``gib``
     GiB fp32 buffer (≥ 1 GiB, far beyond any cache), at torch's current thread count (the decode's); the median
     over ``buffers`` buffers allocated one after another. On a VM the same process can read one buffer at

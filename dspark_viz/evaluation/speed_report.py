@@ -18,6 +18,10 @@ def _num(v, fmt: str) -> str:
     return format(v, fmt) if v is not None else "—"
 
 
+def _buffers(n: int) -> str:
+    return "one buffer" if n == 1 else f"median of {n} buffers"
+
+
 def floor_lines(rep: BenchReport) -> list[str]:
     """Plain decoding against the memory floor, one line per dtype (none when the run measured no bandwidth)."""
     mf = rep.memory_floor or {}
@@ -28,7 +32,7 @@ def floor_lines(rep: BenchReport) -> list[str]:
         plain = f.get("plain_ms_per_token")
         out.append(f"memory floor at {lab}: plain decoding {_num(plain, '.1f')} ms/token against "
                    f"{f['floor_ms_per_token']:.1f} ms = {f['weight_MB']:.0f} MB of weights per forward ÷ "
-                   f"{mf['read_GBps']:.1f} GB/s read bandwidth"
+                   f"{mf['read_GBps']:.1f} GB/s read bandwidth, {_buffers(mf.get('read_buffers', 1))}"
                    + (f" ({f['plain_over_floor']:.2f}× the floor)" if f.get("plain_over_floor") else "")
                    + (f"; the weights fit this CPU's {mf['llc_MB']:.0f} MB last-level cache, so a step need not "
                       f"read them from memory" if f.get("fits_llc") and mf.get("llc_MB") else ""))
@@ -94,7 +98,7 @@ _HOW = ("Methods run interleaved in one process on the same prompts (order rotat
         "forward + acceptance) / schedule / other; =plain: outputs identical to plain decoding's at the same dtype, "
         "=hf: to `generate`'s (greedy only). Under each table: plain decoding's ms per decoded token against the "
         "memory floor, the bytes of the weights one forward reads (a tied LM head once) ÷ the machine's read "
-        "bandwidth (the best of a few sums over a 1 GiB buffer at the decode's thread count); where the weights fit "
+        "bandwidth (per 1 GiB buffer the best of a few sums at the decode's thread count, the median over five buffers, since on a VM the pages of one buffer can read twice as fast as the next's; runs that read one buffer say so); where the weights fit "
         "the CPU's last-level cache (machine.llc_MiB), a step reads them from there and may beat that floor. Neural "
         "drafters skip the per-slot top-k diagnostics only the charts read (`NeuralDrafter.diagnostics`); the JSON's "
         "machine.draft_diagnostics says so, and a run without that field drafted with them on. Measure on a quiet "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..datasets.prompts import load_prompts
 from ..settings import assets, bench_files
-from .machine_info import last_level_cache_bytes, machine_info, peak_rss_mb, weight_bytes
+from .machine_info import READ_BUFFERS, last_level_cache_bytes, machine_info, peak_rss_mb, weight_bytes
 from .speed_methods import BASELINE, METHODS, PLAIN, BenchSettings
 
 
@@ -160,12 +160,13 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
 
 def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: float | None) -> dict:
     """The read bandwidth (GB/s) and, per dtype where plain decoding ran: the bytes of the weights one forward
-    reads, the floor (those bytes ÷ bandwidth), plain decoding's median ms per decoded token (prefill left out) and
+    reads, the floor (those bytes ÷ bandwidth; read_buffers: the buffers it is the median of), plain decoding's median ms per decoded token (prefill left out) and
     whether those bytes fit the last-level cache (then the floor is not a bound: machine_info's docstring)."""
     if not bandwidth:
         return {}
     llc = last_level_cache_bytes()
-    out = {"read_GBps": bandwidth / 1e9, "llc_MB": llc / 1e6 if llc else None, "by_dtype": {}}
+    out = {"read_GBps": bandwidth / 1e9, "read_buffers": READ_BUFFERS, "llc_MB": llc / 1e6 if llc else None,
+           "by_dtype": {}}
     for lab, t in targets.items():
         n = f"{PLAIN}@{lab}" if lab else PLAIN
         per_tok = [r["decode_s"] / (r["tokens"] - 1) for r in rows

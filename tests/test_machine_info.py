@@ -37,7 +37,7 @@ def test_the_floor_line_says_when_the_weights_fit_the_cache():
     fits, not_fits = floor_lines(_Rep(True))[0], floor_lines(_Rep(False))[0]
     assert "0.94× the floor" in fits and "fit this CPU's 503 MB last-level cache" in fits
     assert "last-level cache" not in not_fits and "0.94× the floor" in not_fits
-    assert "bandwidth, one buffer (0.94×" in fits                                 # a run from before the median says so
+    assert "bandwidth, one buffer (0.94×" in fits                 # a run from before the median says so
     rep = _Rep(False)
     rep.memory_floor["read_buffers"] = 5
     assert "25.0 GB/s read bandwidth, median of 5 buffers (0.94×" in floor_lines(rep)[0]

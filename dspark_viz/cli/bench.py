@@ -115,7 +115,8 @@ def run_bench(a: argparse.Namespace) -> int:
         labels_of = {m: (["fp32", "bf16"] if m.startswith("hf_") or m == "plain" else [ours]) for m in methods}
     bandwidth = None if getattr(a, "no_bandwidth", False) else read_bandwidth()
     if bandwidth:
-        log(f"read bandwidth: {bandwidth / 1e9:.1f} GB/s (median of {READ_BUFFERS} 1 GiB buffers, best of 5 reads each)")
+        log(f"read bandwidth: {bandwidth / 1e9:.1f} GB/s (median of {READ_BUFFERS} 1 GiB buffers, best of 5 reads "
+            "each)")
     reports = []
     groups = [dtypes] if mixed else [[d] for d in dtypes]
     for group in groups:

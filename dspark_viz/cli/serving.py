@@ -82,8 +82,9 @@ def run_profile(a) -> None:
     for b, s in zip(prof.batch, prof.sps):
         print(f"B={b:4d}  {s:8.2f} steps/s  {1000 / s:8.1f} ms")
     if "floor_ms" in prof.meta:
-        print(f"memory floor of a one-token step {prof.meta['floor_ms']:.1f} ms (weights ÷ {prof.meta['read_GBps']} GB/s "
-              f"read now): B=1 at {1000 / prof.sps[0] / prof.meta['floor_ms']:.2f}× the floor")
+        print(f"memory floor of a one-token step {prof.meta['floor_ms']:.1f} ms (weights ÷ "
+              f"{prof.meta['read_GBps']} GB/s read now): B=1 at "
+              f"{1000 / prof.sps[0] / prof.meta['floor_ms']:.2f}× the floor")
     for name, sec in prof.meta.get("draft_s", {}).items():
         print(f"draft {name:10s} {1000 * sec:8.1f} ms per drafted round")
     print(f"saved {a.out}")

@@ -160,7 +160,8 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
 
 def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: float | None) -> dict:
     """The read bandwidth (GB/s) and, per dtype where plain decoding ran: the bytes of the weights one forward
-    reads, the floor (those bytes ÷ bandwidth; read_buffers: the buffers it is the median of), plain decoding's median ms per decoded token (prefill left out) and
+    reads, the floor (those bytes ÷ bandwidth; read_buffers: the buffers it is the median of), plain decoding's
+    median ms per decoded token (prefill left out) and
     whether those bytes fit the last-level cache (then the floor is not a bound: machine_info's docstring)."""
     if not bandwidth:
         return {}

@@ -83,13 +83,14 @@ def main(argv=None) -> None:
                 cal.unlink()
                 print(f"  removed {cal.name}: refit it with `dspark-viz calibrate --drafter {algo}`")
     if a.json:
-        # rows of algorithms not compared in this run (candidates trained later) stay in the report
+        # rows of candidates not compared in this run (other algorithms, other depths) stay in the report
         out = Path(a.json)
         if out.exists():
             old = json.loads(out.read_text())
             if old.get("prompts") == report["prompts"] and old.get("max_new_tokens") == a.max_new_tokens:
-                done = {r["algo"] for r in report["rows"]}
-                report["rows"] = [r for r in old.get("rows", []) if r["algo"] not in done] + report["rows"]
+                done = {(r["algo"], r["candidate"]) for r in report["rows"]}
+                report["rows"] = [r for r in old.get("rows", []) if (r["algo"], r["candidate"]) not in done] \
+                    + report["rows"]
         out.write_text(json.dumps(report, indent=1) + "\n")
 
 

@@ -11,8 +11,8 @@ chosen CPU dtype, fast/tune.py), paths.choice and paths.sizes as path_choice and
 A run whose JSON lacks ``kernel`` used the row layout; ``stack`` (straight-line: fast/stack.py around lean layers) is
 absent from runs that called transformers' model forward around them.
 
-The memory floor of plain decoding (``read_bandwidth``, ``weight_bytes``): a one-token step reads every weight once,
-so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming read bandwidth) —
+The memory floor of plain decoding (``read_bandwidth``, ``weight_bytes``, ``floor_ms``): a one-token step reads
+every weight once, so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming read bandwidth) —
 unless the weights fit the last-level cache (``last_level_cache_bytes``): then a step reads them from there, and
 plain decoding can come close to the floor or beat it. Two machines with the same CPU name can differ here.
 """
@@ -126,6 +126,11 @@ def weight_bytes(target) -> int:
             continue                                                            # untied: a gather, not a read
         total += p.numel() * p.element_size()
     return total
+
+
+def floor_ms(target, bandwidth: float) -> float:
+    """The memory floor of a one-token step in ms: the bytes of the weights one forward reads ÷ ``bandwidth``."""
+    return 1e3 * weight_bytes(target) / bandwidth
 
 
 def kernel_note(machine: dict) -> str:

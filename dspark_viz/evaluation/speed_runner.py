@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..datasets.prompts import load_prompts
 from ..settings import assets, bench_files
-from .machine_info import READ_BUFFERS, last_level_cache_bytes, machine_info, peak_rss_mb, weight_bytes
+from .machine_info import READ_BUFFERS, floor_ms, last_level_cache_bytes, machine_info, peak_rss_mb, weight_bytes
 from .speed_methods import BASELINE, METHODS, PLAIN, BenchSettings
 
 
@@ -172,12 +172,11 @@ def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: f
         n = f"{PLAIN}@{lab}" if lab else PLAIN
         per_tok = [r["decode_s"] / (r["tokens"] - 1) for r in rows
                    if r["method"] == n and r["decode_s"] is not None and r["tokens"] > 1]
-        wb = weight_bytes(t)
-        floor_ms = 1e3 * wb / bandwidth
+        wb, floor = weight_bytes(t), floor_ms(t, bandwidth)
         plain_ms = 1e3 * statistics.median(per_tok) if per_tok else None
         out["by_dtype"][lab or str(t.dtype).replace("torch.", "")] = dict(
-            weight_MB=wb / 1e6, floor_ms_per_token=floor_ms, plain_ms_per_token=plain_ms,
-            plain_over_floor=plain_ms / floor_ms if plain_ms is not None else None,
+            weight_MB=wb / 1e6, floor_ms_per_token=floor, plain_ms_per_token=plain_ms,
+            plain_over_floor=plain_ms / floor if plain_ms is not None else None,
             fits_llc=bool(llc and wb <= llc))
     return out
 

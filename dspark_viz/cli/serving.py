@@ -11,7 +11,7 @@ from ..datasets.prompts import load_prompts
 from ..datasets.traces import bundle_name, load_traces
 from ..drafters import NEURAL, load_drafter
 from ..evaluation import dtype_choice
-from ..evaluation.machine_info import floor_ms, read_bandwidth
+from ..evaluation.machine_info import floor_ms, read_bandwidth, weight_bytes
 from ..model import target as model_target
 from ..model.profile import cpu_profile_file
 from ..scheduler import HardwareAware
@@ -72,7 +72,7 @@ def run_profile(a) -> None:
         if str(target.device).startswith("cpu"):          # the memory floor the table was taken against
             bw = read_bandwidth()
             prof.meta["read_GBps"] = round(bw / 1e9, 2)
-            prof.meta["floor_ms"] = round(floor_ms(target, bw), 3)           # a one-token step's weight reads
+            prof.meta["floor_ms"] = round(floor_ms(weight_bytes(target), bw), 3)   # a one-token step's reads
     if not a.no_drafters:                     # the neural drafters' round cost, read by the hybrid's arbiter
 
         prof.meta["draft_s"] = measure_draft_costs(target, NEURAL, repeats=a.repeats, ctx_len=a.ctx_len)

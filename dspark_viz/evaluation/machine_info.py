@@ -12,9 +12,10 @@ A run whose JSON lacks ``kernel`` used the row layout; ``stack`` (straight-line:
 absent from runs that called transformers' model forward around them.
 
 The memory floor of plain decoding (``read_bandwidth``, ``weight_bytes``, ``floor_ms``): a one-token step reads
-every weight once, so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming read bandwidth) —
-unless the weights fit the last-level cache (``last_level_cache_bytes``): then a step reads them from there, and
-plain decoding can come close to the floor or beat it. Two machines with the same CPU name can differ here.
+every weight once, so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming
+read bandwidth) — unless the weights fit the last-level cache (``last_level_cache_bytes``): then a step reads them
+from there, and plain decoding can come close to the floor or beat it. Two machines with the same CPU name can
+differ here.
 """
 from __future__ import annotations
 
@@ -128,9 +129,10 @@ def weight_bytes(target) -> int:
     return total
 
 
-def floor_ms(target, bandwidth: float) -> float:
-    """The memory floor of a one-token step in ms: the bytes of the weights one forward reads ÷ ``bandwidth``."""
-    return 1e3 * weight_bytes(target) / bandwidth
+def floor_ms(nbytes: int, bandwidth: float) -> float:
+    """The memory floor of a one-token step in ms: ``nbytes`` (``weight_bytes``: what one forward reads) ÷
+    ``bandwidth`` (bytes/s)."""
+    return 1e3 * nbytes / bandwidth
 
 
 def kernel_note(machine: dict) -> str:

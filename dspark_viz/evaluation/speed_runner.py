@@ -172,7 +172,8 @@ def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: f
         n = f"{PLAIN}@{lab}" if lab else PLAIN
         per_tok = [r["decode_s"] / (r["tokens"] - 1) for r in rows
                    if r["method"] == n and r["decode_s"] is not None and r["tokens"] > 1]
-        wb, floor = weight_bytes(t), floor_ms(t, bandwidth)
+        wb = weight_bytes(t)
+        floor = floor_ms(wb, bandwidth)
         plain_ms = 1e3 * statistics.median(per_tok) if per_tok else None
         out["by_dtype"][lab or str(t.dtype).replace("torch.", "")] = dict(
             weight_MB=wb / 1e6, floor_ms_per_token=floor, plain_ms_per_token=plain_ms,

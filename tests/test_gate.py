@@ -45,6 +45,35 @@ def test_warmup_then_one_plain_step_to_time():
     assert d.rate_plain == pytest.approx(1 / 0.025)
 
 
+def test_the_rate_counts_expected_tokens_corrected_by_the_committed_ones():
+    """n̂ (a round's expected committed tokens) stands in for n; the rate is scaled by Σn / Σn̂ over every drafted
+    round, shrunk towards 1 by BIAS_PRIOR tokens."""
+    from dspark_viz.gate import BIAS_PRIOR
+    g = SpeculationGate(FLAT, warmup=4)
+    for n, n_hat in [(1, 2.0), (3, 2.0), (1, 2.0), (1, 2.0)]:     # expected 2 a round, committed 1.5 on average
+        g.observe(True, 0.040, n, 0.020, 3, expected=n_hat)
+    b = (6 + BIAS_PRIOR) / (8 + BIAS_PRIOR)
+    assert g.rate_draft() == pytest.approx(b * 8 / 0.160)
+    assert g.rate_draft_se() == pytest.approx(0.0, abs=1e-9)         # equal n̂ and times: no spread left
+    g2 = SpeculationGate(FLAT, warmup=4)
+    for n in [1, 3, 1, 1]:                                           # without n̂: the committed tokens, unscaled
+        g2.observe(True, 0.040, n, 0.020, 3)
+    assert g2.rate_draft() == pytest.approx(6 / 0.160) and g2.rate_draft_se() > 0
+    with pytest.raises(ValueError, match="expected"):
+        g.observe(True, 0.040, 1, 0.020, 3, expected=-1.0)
+
+
+def test_expected_committed_of_a_round_sums_the_verified_survivals():
+    from types import SimpleNamespace as NS
+    from dspark_viz.gate import expected_committed
+    drafts = [NS(survival=a) for a in (0.8, 0.4, 0.1)]
+    assert expected_committed(NS(skipped=False, ell=2, drafts=drafts)) == pytest.approx(1 + 0.8 + 0.4)
+    assert expected_committed(NS(skipped=False, ell=0, drafts=drafts)) == 1.0      # drafted, nothing verified
+    assert expected_committed(NS(skipped=True, ell=0, drafts=[])) is None
+    no_conf = NS(skipped=False, ell=2, drafts=[NS(survival=None)] * 3)
+    assert expected_committed(no_conf) is None                                      # no confidences
+
+
 def test_a_noisy_window_skips_only_beyond_z_standard_errors():
     # drafted rounds alternate 1 and 3 committed tokens in 40 ms: 50 tok/s on average, a plain step 45.5 tok/s
     rounds = [1, 3] * 4

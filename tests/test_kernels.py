@@ -312,3 +312,31 @@ def test_native_sample_draws_what_sampling_sample_draws(ext):
     assert a == sample(torch.tensor([0.2, 0.3, 0.5]))
     with pytest.raises(RuntimeError, match="sample_index"):
         ext.sample_index(torch.ones(2, 3) / 6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_native_markov_sample_is_the_python_slot_loop(ext, dtype):
+    """``markov_sample`` (a sampled DSpark draft's Markov-head loop): the indices, the rows p_k and the generator
+    state of the Python loop it replaces — b = W₂(W₁[prev]) through the kernel, softmax((U_k + b) / T), the draw."""
+    from dspark_viz.sampling import probs_from_logits, sample
+    g0 = torch.Generator().manual_seed(0)
+    gamma, Vd, r = 7, 300, 16
+    U = torch.randn(gamma, Vd, generator=g0) * 3                                        # (γ, V_d) fp32
+    W1 = (torch.randn(Vd + 1, r, generator=g0) * 0.5).to(dtype)
+    W2 = (torch.randn(Vd, r, generator=g0) * 0.5).to(dtype)
+    for T in (0.3, 1.0, 2.5):
+        g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+        js, P = ext.markov_sample(U, W1, W2, Vd, T, g1)
+        prev, want, rows = Vd, [], []
+        for k in range(gamma):
+            b = ext.skinny_linear(W1[prev:prev + 1], W2)[0].float()                     # (V_d,)
+            p = probs_from_logits(U[k] + b, T)
+            prev = sample(p, g2)
+            want.append(prev)
+            rows.append(p)
+        assert js == want and torch.equal(P, torch.stack(rows)), T
+        assert torch.equal(g1.get_state(), g2.get_state())
+    with pytest.raises(RuntimeError, match="temperature"):
+        ext.markov_sample(U, W1, W2, 0, 0.0)
+    with pytest.raises(RuntimeError, match="markov_sample"):
+        ext.markov_sample(U, W1, W2, Vd + 5, 1.0)

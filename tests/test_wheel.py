@@ -140,7 +140,7 @@ def test_wheel_installed_elsewhere_decodes_with_the_shipped_assets(tmp_path):
     out = _run(DECODE, tmp_path, _env(PYTHONPATH=str(installed), DSPARK_SKINNY="0"))
 
     _check_data(out, installed, installed / "dspark_viz" / "assets")        # not the checkout: package data
-    assert {"skinny_linear.cpp", "skinny_kernels.h", "decoder_layer.h"} <= set(out["csrc"])
+    assert {"skinny_linear.cpp", "skinny_kernels.h", "decoder_layer.h", "draft_loops.h"} <= set(out["csrc"])
     assert set(out["drafters"]) == {"dspark", "dspark-rnn", "dflash", "eagle"}
     assert out["drafters"]["dspark"]["confidence"] and out["drafters"]["dspark"]["calibrated"]
     assert not out["drafters"]["dflash"]["confidence"]

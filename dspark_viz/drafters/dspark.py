@@ -36,10 +36,10 @@ def register_draft_vocab(module: nn.Module, vocab_ids: torch.Tensor, embed: torc
     module.vocab_product = fast.RowProduct()
 
 
-def full_vocab_rows(module: nn.Module, rows: list[torch.Tensor]) -> torch.Tensor:
-    """γ × (V_d,) draft-vocabulary distributions → (γ, V) over the target's vocabulary, 0 outside V_d
-    (one scatter along the vocabulary rather than an indexed assignment)."""
-    R = torch.stack(rows)                                                                # (γ, V_d)
+def full_vocab_rows(module: nn.Module, rows: list[torch.Tensor] | torch.Tensor) -> torch.Tensor:
+    """γ × (V_d,) draft-vocabulary distributions, or one (γ, V_d) tensor → (γ, V) over the target's vocabulary,
+    0 outside V_d (one scatter along the vocabulary rather than an indexed assignment)."""
+    R = rows if isinstance(rows, torch.Tensor) else torch.stack(rows)                   # (γ, V_d)
     idx = module.vocab_ids.expand(R.shape[0], -1)                                        # (γ, V_d)
     return torch.zeros(R.shape[0], module.full2draft.shape[0], dtype=R.dtype, device=R.device).scatter_(1, idx, R)
 
@@ -118,13 +118,17 @@ class DSparkModel(nn.Module):
         if temperature == 0 and not diag and self.head is None:      # no sequential head: every slot at once
             toks = [vocab[j] for j in U.argmax(-1).tolist()]
             return toks, one_hot_rows(self, toks, U.dtype), None, None
-        native = self._native_greedy(temperature, diag)
+        native = self._native_loop(temperature, diag)
         if native is not None:                                        # the slot loop below, in one native call
-            js = native.markov_greedy(U, self.head.W1.weight, self.head.W2.weight, int(prev))
+            W1, W2 = self.head.W1.weight, self.head.W2.weight
+            if temperature == 0:
+                js, P = native.markov_greedy(U, W1, W2, int(prev)), None
+            else:
+                js, P = native.markov_sample(U, W1, W2, int(prev), float(temperature), generator)   # P (γ, V_d)
             toks = [vocab[j] for j in js]
-            e = self.head.W1.weight[[int(prev)] + js[:-1]]                                   # (γ, r)
+            e = W1[[int(prev)] + js[:-1]]                                                    # (γ, r)
             conf = torch.sigmoid(self.conf(h, e)).tolist() if self.conf is not None else None
-            return toks, one_hot_rows(self, toks, U.dtype), conf, None
+            return toks, (one_hot_rows(self, toks, U.dtype) if P is None else full_vocab_rows(self, P)), conf, None
         state = self.head.init_state(1, dev) if self.head is not None else None
         draw = native_sampler(self.vocab_product, dev)
         for k in range(g):
@@ -155,13 +159,15 @@ class DSparkModel(nn.Module):
         p = full_vocab_rows(self, rows) if rows else one_hot_rows(self, toks, U.dtype)                 # (γ, V)
         return toks, p, conf, (diags or None)
 
-    def _native_greedy(self, temperature: float, diag: bool):
-        """The extension when a greedy draft without diagnostics can take its Markov-head loop natively: the head's
-        W₂ takes the kernel (its patched linear), so the native loop computes the same bits; else None."""
-        if temperature != 0 or diag or self.head is None or self.head.kind != "markov":
+    def _native_loop(self, temperature: float, diag: bool):
+        """The extension when a draft without diagnostics can take its Markov-head slot loop natively (greedy:
+        ``markov_greedy``; sampled: ``markov_sample``, which draws from the same generator): the head's W₂ takes the
+        kernel (its patched linear), so the native loop computes the same bits; else None."""
+        if diag or self.head is None or self.head.kind != "markov":
             return None
         ext = getattr(self.vocab_product, "ext", None)
-        if ext is None or not hasattr(ext, "markov_greedy") or "forward" not in self.head.W2.__dict__:
+        loop = "markov_greedy" if temperature == 0 else "markov_sample"
+        if ext is None or not hasattr(ext, loop) or "forward" not in self.head.W2.__dict__:
             return None
         W1, W2 = self.head.W1.weight, self.head.W2.weight
         ok = W1.dtype == W2.dtype and W1.dtype in fast.DTYPES and W1.device.type == "cpu" and W1.shape[1] % 8 == 0

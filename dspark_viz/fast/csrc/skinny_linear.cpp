@@ -14,6 +14,7 @@
 // whatever M (1…8) is and whatever the thread count (skinny_kernels.h): one arithmetic for every width.
 #include "skinny_kernels.h"
 #include "decoder_layer.h"
+#include "draft_loops.h"
 
 torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
   TORCH_CHECK(x.dim() == 2 && W.dim() == 2, "skinny_linear: x (M, I) and W (O, I)");
@@ -55,9 +56,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
   m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");
-  m.def("sample_index", &sample_index, "sampling.sample of a (V,) fp32 distribution in one call (decoder_layer.h)",
+  m.def("sample_index", &sample_index, "sampling.sample of a (V,) fp32 distribution in one call (draft_loops.h)",
         py::arg("p"), py::arg("generator") = py::none());
-  m.def("markov_greedy", &markov_greedy, "a greedy DSpark draft's Markov-head slot loop (decoder_layer.h)");
+  m.def("markov_greedy", &markov_greedy, "a greedy DSpark draft's Markov-head slot loop (draft_loops.h)");
+  m.def("markov_sample", &markov_sample, "a sampled DSpark draft's Markov-head slot loop (draft_loops.h)",
+        py::arg("U"), py::arg("W1"), py::arg("W2"), py::arg("prev"), py::arg("temperature"),
+        py::arg("generator") = py::none());
   py::class_<StackPlan>(m, "StackPlan", "every decoder layer of a few-token forward in one call (decoder_layer.h)")
       .def(py::init<std::vector<torch::Tensor>, std::vector<double>, std::vector<double>, std::vector<double>,
                     std::vector<int64_t>, std::vector<int64_t>>())

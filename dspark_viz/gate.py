@@ -106,8 +106,8 @@ class SpeculationGate:
         return self._bias() * sum(r[0] for r in self._drafted) / t if self._drafted and t > 0 else None
 
     def _bias(self) -> float:
-        """Σ n / Σ n̂ over every drafted round of the request, shrunk towards 1 by ``BIAS_PRIOR`` rounds' worth
-        of agreement: a text on which the confidences are over- or under-confident corrects its n̂."""
+        """Σ n / Σ n̂ over every drafted round of the request, shrunk towards 1 by ``BIAS_PRIOR`` tokens of assumed
+        agreement: a text on which the confidences are over- or under-confident corrects its n̂."""
         k = BIAS_PRIOR
         return (self._n_sum + k) / (self._n_hat_sum + k)
 

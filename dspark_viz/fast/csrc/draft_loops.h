@@ -4,6 +4,32 @@
 
 #include "decoder_layer.h"
 
+// One slot's Markov bias b = W₁[prev]·W₂ᵀ through the kernel (what the drafter's patched linear computes, the
+// same bits): e (r) and b (V_d) are the caller's buffers, reused across slots.
+template <typename T>
+void markov_bias(const torch::Tensor& W1, const torch::Tensor& W2, int64_t prev, std::vector<float>& e,
+                 std::vector<T>& b, const char* name) {
+  TORCH_CHECK(prev >= 0 && prev < W1.size(0), name, ": previous index outside W1");
+  const int64_t r = W1.size(1);
+  widen_into(W1.data_ptr<T>() + prev * r, e.data(), r);
+  run<T>(e.data(), W2.data_ptr<T>(), b.data(), 1, r, W2.size(0), false);
+}
+
+// The checks both Markov loops make: U (γ, V_d) contiguous fp32 on the CPU, W1 (V_d + 1, r), W2 (V_d, r) in fp32
+// or bf16 alike, r a multiple of 8. Returns the weights' dtype.
+at::ScalarType check_markov_args(const torch::Tensor& U, const torch::Tensor& W1, const torch::Tensor& W2,
+                                 const std::string& name) {
+  const auto dt = W1.scalar_type();
+  TORCH_CHECK(U.dim() == 2 && U.scalar_type() == at::kFloat && U.is_contiguous() && U.device().is_cpu(),
+              name, ": U (γ, V_d) contiguous fp32 on the CPU");
+  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, name, ": W1, W2 float32 or bfloat16");
+  TORCH_CHECK(W1.dim() == 2 && W2.dim() == 2 && W2.size(0) == U.size(1) && W2.size(1) == W1.size(1),
+              name, ": W1 (V_d + 1, r), W2 (V_d, r)");
+  TORCH_CHECK(W1.size(1) % 8 == 0, name, ": rank a multiple of 8");
+  check_layer_args({W1, W2}, dt);
+  return dt;
+}
+
 // The Markov head's slot loop of a greedy DSpark draft (drafters/dspark.py), in one call: for k = 1 … γ,
 // e = W₁[prev]; b = e·W₂ᵀ through the kernel (what the drafter's patched linear computes, the same bits);
 // logits = U_k + b in fp32; the draft is the first maximum (torch's argmax); prev = that index.
@@ -17,9 +43,7 @@ std::vector<int64_t> markov_greedy_impl(const torch::Tensor& U, const torch::Ten
   std::vector<T> b(Vd);
   const float* Up = U.data_ptr<float>();
   for (int64_t k = 0; k < g; ++k) {
-    TORCH_CHECK(prev >= 0 && prev < W1.size(0), "markov_greedy: previous index outside W1");
-    widen_into(W1.data_ptr<T>() + prev * r, e.data(), r);
-    run<T>(e.data(), W2.data_ptr<T>(), b.data(), 1, r, Vd, false);
+    markov_bias<T>(W1, W2, prev, e, b, "markov_greedy");
     const float* u = Up + k * Vd;
     int64_t best = 0;
     float top = u[0] + widen(b[0]);
@@ -34,14 +58,7 @@ std::vector<int64_t> markov_greedy_impl(const torch::Tensor& U, const torch::Ten
 }
 
 std::vector<int64_t> markov_greedy(torch::Tensor U, torch::Tensor W1, torch::Tensor W2, int64_t prev) {
-  const auto dt = W1.scalar_type();
-  TORCH_CHECK(U.dim() == 2 && U.scalar_type() == at::kFloat && U.is_contiguous() && U.device().is_cpu(),
-              "markov_greedy: U (γ, V_d) contiguous fp32 on the CPU");
-  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "markov_greedy: W1, W2 float32 or bfloat16");
-  TORCH_CHECK(W1.dim() == 2 && W2.dim() == 2 && W2.size(0) == U.size(1) && W2.size(1) == W1.size(1),
-              "markov_greedy: W1 (V_d + 1, r), W2 (V_d, r)");
-  TORCH_CHECK(W1.size(1) % 8 == 0, "markov_greedy: rank a multiple of 8");
-  check_layer_args({W1, W2}, dt);
+  const auto dt = check_markov_args(U, W1, W2, "markov_greedy");
   return dt == at::kFloat ? markov_greedy_impl<float>(U, W1, W2, prev)
                           : markov_greedy_impl<at::BFloat16>(U, W1, W2, prev);
 }
@@ -85,9 +102,7 @@ std::tuple<std::vector<int64_t>, torch::Tensor> markov_sample_impl(
   auto logits = torch::empty({Vd}, U.options());
   const float* Up = U.data_ptr<float>();
   for (int64_t k = 0; k < g; ++k) {
-    TORCH_CHECK(prev >= 0 && prev < W1.size(0), "markov_sample: previous index outside W1");
-    widen_into(W1.data_ptr<T>() + prev * r, e.data(), r);
-    run<T>(e.data(), W2.data_ptr<T>(), b.data(), 1, r, Vd, false);
+    markov_bias<T>(W1, W2, prev, e, b, "markov_sample");
     const float* u = Up + k * Vd;
     float* l = logits.data_ptr<float>();
     for (int64_t j = 0; j < Vd; ++j) l[j] = u[j] + widen(b[j]);
@@ -102,15 +117,8 @@ std::tuple<std::vector<int64_t>, torch::Tensor> markov_sample_impl(
 std::tuple<std::vector<int64_t>, torch::Tensor> markov_sample(torch::Tensor U, torch::Tensor W1, torch::Tensor W2,
                                                               int64_t prev, double temperature,
                                                               c10::optional<at::Generator> gen) {
-  const auto dt = W1.scalar_type();
-  TORCH_CHECK(U.dim() == 2 && U.scalar_type() == at::kFloat && U.is_contiguous() && U.device().is_cpu(),
-              "markov_sample: U (γ, V_d) contiguous fp32 on the CPU");
   TORCH_CHECK(temperature > 0, "markov_sample: temperature must be > 0 (greedy drafts take markov_greedy)");
-  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "markov_sample: W1, W2 float32 or bfloat16");
-  TORCH_CHECK(W1.dim() == 2 && W2.dim() == 2 && W2.size(0) == U.size(1) && W2.size(1) == W1.size(1),
-              "markov_sample: W1 (V_d + 1, r), W2 (V_d, r)");
-  TORCH_CHECK(W1.size(1) % 8 == 0, "markov_sample: rank a multiple of 8");
-  check_layer_args({W1, W2}, dt);
+  const auto dt = check_markov_args(U, W1, W2, "markov_sample");
   return dt == at::kFloat ? markov_sample_impl<float>(U, W1, W2, prev, temperature, gen)
                           : markov_sample_impl<at::BFloat16>(U, W1, W2, prev, temperature, gen);
 }

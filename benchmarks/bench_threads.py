@@ -1,5 +1,5 @@
 """1 → N torch threads on the few-token path: n-token verification forwards and whole speculative decodes,
-the thread counts interleaved in one process (the fast path splits weight rows and kv heads across torch's
+the thread counts interleaved in one process (the fast path splits weight rows and query rows across torch's
 intra-op threads).
 
     python benchmarks/bench_threads.py [--threads 1,2] [--dtype fp32|bf16] [--repeats 9] [--json OUT.json]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -82,7 +83,15 @@ def test_bench_json(capsys, patched_target, tmp_path):
     assert floor["read_GBps"] > 0 and set(floor["by_dtype"]) == {"float32"} and floor["read_buffers"] == 5
     f = floor["by_dtype"]["float32"]
     assert f["weight_MB"] > 4 * 100 and f["plain_ms_per_token"] > 0                # 135 M fp32 parameters
-    assert f["plain_over_floor"] == pytest.approx(f["plain_ms_per_token"] / f["floor_ms_per_token"])
+    plain_rows = [r for r in rep["per_prompt"] if r["method"] == "plain"]     # each read just before its decode
+    assert all(r["read_GBps"] > 0 for r in plain_rows)
+    assert f["read_samples_GBps"] == [r["read_GBps"] for r in plain_rows]
+    assert all(r["read_GBps"] is None for r in rep["per_prompt"] if r["method"] != "plain")
+    wb = f["weight_MB"] * 1e6
+    assert f["floor_ms_per_token"] == pytest.approx(wb / (statistics.median(f["read_samples_GBps"]) * 1e9) * 1e3)
+    ratios = [r["decode_s"] / (r["tokens"] - 1) / (wb / (r["read_GBps"] * 1e9)) for r in plain_rows]
+    assert f["plain_over_floor"] == pytest.approx(statistics.median(ratios))
+    assert "reads each taken just before a plain decode" in out
     assert "hf_generate" in out and "×hf_gen" in out and "×plain" in out and "memory floor at float32" in out
     assert "dspark_fallback = DSpark, hardware-aware + fallback" in out
     from dspark_viz.evaluation.speed_report import markdown_report

@@ -75,3 +75,26 @@ def test_read_bandwidth_takes_the_median_over_separate_buffers(monkeypatch):
     monkeypatch.setattr(machine_info.torch, "ones", lambda n, dtype: FakeBuffer(n, dtype))
     bw = machine_info.read_bandwidth(repeats=1, buffers=3)
     assert bw == pytest.approx(2 ** 30 / 2.0)           # buffers at 1, 4 and 2 s: the median, not the best
+
+
+def test_the_floor_line_pairs_each_plain_decode_with_its_own_read():
+    rep = _Rep(False)
+    rep.memory_floor["by_dtype"]["bf16"].update(read_samples_GBps=[30.0, 60.0, 40.0], floor_ms_per_token=269.0 / 40,
+                                                plain_over_floor=1.25)
+    line = floor_lines(rep)[0]
+    assert "÷ 40.0 GB/s read bandwidth, the median of 3 reads each taken just before a plain decode" in line
+    assert "(range 30.0–60.0 GB/s; 25.0 at the start)" in line and "(1.25× the floor, the median of each" in line
+
+
+def test_read_probe_keeps_one_buffer_and_reads_it_on_call():
+    import pytest
+
+    from dspark_viz.evaluation.machine_info import ReadProbe
+
+    with pytest.raises(ValueError, match="GiB"):
+        ReadProbe(gib=0.5)
+    probe = ReadProbe()
+    assert probe.buf.numel() * 4 == 2 ** 30
+    assert probe(repeats=1) > 1e8                                    # bytes/s: any machine reads 0.1 GB/s
+    with pytest.raises(ValueError, match="read"):
+        probe(repeats=0)

@@ -7,7 +7,8 @@ Legend: T temperature, γ block size (our lookup drafter), ℓ verification leng
 
 One report per (dtype, temperature), its table printed as it finishes; ``--mixed-dtypes`` makes one
 interleaved report per temperature instead (methods named method@dtype). The machine's read bandwidth is measured
-once, at the decode's thread count, for plain decoding's memory floor under each table.
+once at the start, at the decode's thread count, and again just before each plain decode (one kept 1 GiB buffer):
+plain decoding's memory floor under each table compares each decode with the bandwidth of its own moment.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ..decode import check_settings
 from ..evaluation import dtype_choice
-from ..evaluation.machine_info import READ_BUFFERS, read_bandwidth
+from ..evaluation.machine_info import READ_BUFFERS, ReadProbe, read_bandwidth
 from ..evaluation import speed_runner as runner
 from ..evaluation.speed_methods import DEFAULT_METHODS, METHODS, BenchSettings, unload_drafters
 from ..evaluation.speed_report import format_table, markdown_report
@@ -116,7 +117,8 @@ def run_bench(a: argparse.Namespace) -> int:
     bandwidth = None if getattr(a, "no_bandwidth", False) else read_bandwidth()
     if bandwidth:
         log(f"read bandwidth: {bandwidth / 1e9:.1f} GB/s (median of {READ_BUFFERS} 1 GiB buffers, best of 5 reads "
-            "each)")
+            "each); read again just before each plain decode")
+    probe = ReadProbe() if bandwidth else None
     reports = []
     groups = [dtypes] if mixed else [[d] for d in dtypes]
     for group in groups:
@@ -126,7 +128,7 @@ def run_bench(a: argparse.Namespace) -> int:
         for t in temps:
             settings = BenchSettings(a.max_new_tokens, t, a.seed, a.gamma, a.hf_lookup_tokens)
             rep = runner.run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log,
-                                   labels_of=labels_of, bandwidth=bandwidth)
+                                   labels_of=labels_of, bandwidth=bandwidth, probe=probe)
             rep.command = command
             print(format_table(rep) + "\n", flush=True)
             reports.append(rep)

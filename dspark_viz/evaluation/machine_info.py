@@ -15,7 +15,9 @@ The memory floor of plain decoding (``read_bandwidth``, ``weight_bytes``, ``floo
 every weight once, so it cannot take less than (bytes of the weights one forward reads) ÷ (the machine's streaming
 read bandwidth) — unless the weights fit the last-level cache (``last_level_cache_bytes``): then a step reads them
 from there, and plain decoding can come close to the floor or beat it. Two machines with the same CPU name can
-differ here.
+differ here, and so can one virtual machine from minute to minute: on a shared host the read rate of the same
+buffer has been seen to switch between ~34 and ~67 GB/s within seconds. ``ReadProbe`` reads one kept buffer at
+any moment, so a benchmark can take the bandwidth right beside the decode it compares with it.
 """
 from __future__ import annotations
 
@@ -108,6 +110,27 @@ def read_bandwidth(gib: float = 1.0, repeats: int = 5, buffers: int = READ_BUFFE
         rates.append(buf.numel() * buf.element_size() / best)
         del buf
     return statistics.median(rates)
+
+
+class ReadProbe:
+    """One ``gib`` GiB fp32 buffer (≥ 1 GiB, every page touched), kept; calling the probe returns the streaming
+    read bandwidth in bytes/s now: the best of ``repeats`` sums over it at torch's current thread count."""
+
+    def __init__(self, gib: float = 1.0):
+        if gib < 1.0:
+            raise ValueError(f"ReadProbe needs a buffer of ≥ 1 GiB, got {gib} GiB")
+        self.buf = torch.ones(int(gib * 2 ** 30) // 4, dtype=torch.float32)           # (n,)
+        self.buf.sum()                                                                 # first read: warm-up
+
+    def __call__(self, repeats: int = 3) -> float:
+        if repeats < 1:
+            raise ValueError(f"ReadProbe needs ≥ 1 read, got {repeats}")
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            self.buf.sum()
+            best = min(best, time.perf_counter() - t0)
+        return self.buf.numel() * self.buf.element_size() / best
 
 
 def weight_bytes(target) -> int:

@@ -29,11 +29,18 @@ def floor_lines(rep: BenchReport) -> list[str]:
         return []
     out = []
     for lab, f in (mf.get("by_dtype") or {}).items():
-        plain = f.get("plain_ms_per_token")
+        plain, reads = f.get("plain_ms_per_token"), f.get("read_samples_GBps")
+        if reads:
+            bw = (f"{f['weight_MB'] / f['floor_ms_per_token']:.1f} GB/s read bandwidth, the median of {len(reads)} "
+                  f"reads each taken just before a plain decode (range {min(reads):.1f}–{max(reads):.1f} GB/s; "
+                  f"{mf['read_GBps']:.1f} at the start)")
+            ratio = (f" ({f['plain_over_floor']:.2f}× the floor, the median of each decode against its own read)"
+                     if f.get("plain_over_floor") else "")
+        else:
+            bw = f"{mf['read_GBps']:.1f} GB/s read bandwidth, {_buffers(mf.get('read_buffers', 1))}"
+            ratio = f" ({f['plain_over_floor']:.2f}× the floor)" if f.get("plain_over_floor") else ""
         out.append(f"memory floor at {lab}: plain decoding {_num(plain, '.1f')} ms/token against "
-                   f"{f['floor_ms_per_token']:.1f} ms = {f['weight_MB']:.0f} MB of weights per forward ÷ "
-                   f"{mf['read_GBps']:.1f} GB/s read bandwidth, {_buffers(mf.get('read_buffers', 1))}"
-                   + (f" ({f['plain_over_floor']:.2f}× the floor)" if f.get("plain_over_floor") else "")
+                   f"{f['floor_ms_per_token']:.1f} ms = {f['weight_MB']:.0f} MB of weights per forward ÷ {bw}{ratio}"
                    + (f"; the weights fit this CPU's {mf['llc_MB']:.0f} MB last-level cache, so a step need not "
                       f"read them from memory" if f.get("fits_llc") and mf.get("llc_MB") else ""))
     return out
@@ -98,9 +105,10 @@ _HOW = ("Methods run interleaved in one process on the same prompts (order rotat
         "forward + acceptance) / schedule / other; =plain: outputs identical to plain decoding's at the same dtype, "
         "=hf: to `generate`'s (greedy only). Under each table: plain decoding's ms per decoded token against the "
         "memory floor, the bytes of the weights one forward reads (a tied LM head once) ÷ the machine's read "
-        "bandwidth (per 1 GiB buffer the best of a few sums at the decode's thread count, the median over five "
-        "buffers, since on a VM the pages of one buffer can read twice as fast as the next's; runs that read one "
-        "buffer say so); where the weights fit "
+        "bandwidth (a 1 GiB buffer summed at the decode's thread count; a shared VM's read rate can double or "
+        "halve from one minute to the next, so runs that say so read it again just before each plain decode and "
+        "give the median of each decode's ratio to the floor of its own moment; older runs took the median over "
+        "five buffers at the start, or one buffer); where the weights fit "
         "the CPU's last-level cache (machine.llc_MiB), a step reads them from there and may beat that floor. Neural "
         "drafters skip the per-slot top-k diagnostics only the charts read (`NeuralDrafter.diagnostics`); the JSON's "
         "machine.draft_diagnostics says so, and a run without that field drafted with them on. Measure on a quiet "

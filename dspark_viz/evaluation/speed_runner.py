@@ -10,7 +10,10 @@ ratio_vs_hf_prompt_lookup (the same against transformers), tau, drafted (share o
 time_split (draft / verify / schedule / other, our loop only), tokens, seconds, n_prompts and, at T = 0,
 same_as_plain / same_as_hf_generate (how many outputs equal plain decoding's at the same dtype / ``hf_generate``'s).
 ``BenchReport.memory_floor``: the machine's read bandwidth, measured once, and per dtype plain decoding's ms per
-decoded token against the floor (bytes of the weights one forward reads ÷ bandwidth). The methods are in
+decoded token against the floor (bytes of the weights one forward reads ÷ bandwidth); with a ``probe``
+(machine_info.ReadProbe) the bandwidth is also read just before each plain decode and the floor ratio is the median
+of the per-prompt ratios, each against the bandwidth of its own moment (a shared host's read rate can double or
+halve between minutes). The methods are in
 ``speed_methods``; the text and Markdown views in ``speed_report``; the command in ``cli.bench``.
 """
 from __future__ import annotations
@@ -70,7 +73,7 @@ class BenchReport:
 
 def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSettings,
               warmup: bool = True, log=None, labels_of: dict[str, list[str]] | None = None,
-              bandwidth: float | None = None) -> BenchReport:
+              bandwidth: float | None = None, probe=None) -> BenchReport:
     """Time `methods` on every prompt (order rotated per prompt) and summarise.
 
     ``target`` may be a dict {label: target} (e.g. {"fp32": …, "bf16": …}): every method then runs on each
@@ -79,7 +82,8 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
     ``labels_of`` {method: [label, …]} runs a method on those targets only (default: on every one).
     ×hf_lookup compares in the same way with the fastest ``hf_prompt_lookup@label``; ×plain and =plain compare
     with ``plain@label``, our plain decoding at the same dtype. ``bandwidth`` (bytes/s, machine_info.read_bandwidth)
-    adds plain decoding's memory floor."""
+    adds plain decoding's memory floor; ``probe`` (() → bytes/s) reads the bandwidth again before each plain
+    decode."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown bench method(s) {unknown}: choose from {', '.join(METHODS)}")
@@ -98,14 +102,19 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
     rows = []
     for i, ids in enumerate(ids_list):
         order = runs[i % len(runs):] + runs[: i % len(runs)]
-        res = {n: METHODS[m](targets[lab], ids, settings) for n, m, lab in order}
+        res, read_at = {}, {}
+        for n, m, lab in order:
+            if probe is not None and bandwidth and m == PLAIN:
+                read_at[n] = probe() / 1e9                                   # GB/s, right before this decode
+            res[n] = METHODS[m](targets[lab], ids, settings)
         for n, m, lab in runs:
             r, b, pl = res[n], base_of(lab), plain_of(lab)
             k = len(r.output_ids)
             rows.append(dict(prompt=i, method=n, label=lab, tokens=k, seconds=r.seconds, tok_per_s=k / r.seconds,
                              tau=r.tau, time_split=r.time_split, drafted=r.drafted, decode_s=r.decode_s,
                              same_as_baseline=(r.output_ids == res[b].output_ids) if b in res else None,
-                             same_as_plain=(r.output_ids == res[pl].output_ids) if pl in res else None))
+                             same_as_plain=(r.output_ids == res[pl].output_ids) if pl in res else None,
+                             read_GBps=read_at.get(n)))
         if log:
             log(f"prompt {i + 1}/{len(ids_list)} ({prompts[i]['domain']}): " + "  ".join(
                 f"{n} {len(res[n].output_ids) / res[n].seconds:.1f}" for n in names) + " tok/s")
@@ -162,7 +171,9 @@ def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: f
     """The read bandwidth (GB/s) and, per dtype where plain decoding ran: the bytes of the weights one forward
     reads, the floor (those bytes ÷ bandwidth; read_buffers: the buffers it is the median of), plain decoding's
     median ms per decoded token (prefill left out) and
-    whether those bytes fit the last-level cache (then the floor is not a bound: machine_info's docstring)."""
+    whether those bytes fit the last-level cache (then the floor is not a bound: machine_info's docstring). Where the
+    plain rows carry their own reading (``read_GBps``, run_bench's probe): read_samples_GBps, the floor at their
+    median and plain_over_floor as the median over prompts of each decode's ms per token ÷ its own moment's floor."""
     if not bandwidth:
         return {}
     llc = last_level_cache_bytes()
@@ -175,10 +186,16 @@ def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: f
         wb = weight_bytes(t)
         floor = floor_ms(wb, bandwidth)
         plain_ms = 1e3 * statistics.median(per_tok) if per_tok else None
-        out["by_dtype"][lab or str(t.dtype).replace("torch.", "")] = dict(
-            weight_MB=wb / 1e6, floor_ms_per_token=floor, plain_ms_per_token=plain_ms,
-            plain_over_floor=plain_ms / floor if plain_ms is not None else None,
-            fits_llc=bool(llc and wb <= llc))
+        row = dict(weight_MB=wb / 1e6, floor_ms_per_token=floor, plain_ms_per_token=plain_ms,
+                   plain_over_floor=plain_ms / floor if plain_ms is not None else None,
+                   fits_llc=bool(llc and wb <= llc))
+        paired = [(r["decode_s"] / (r["tokens"] - 1), r["read_GBps"]) for r in rows
+                  if r["method"] == n and r["decode_s"] is not None and r["tokens"] > 1 and r.get("read_GBps")]
+        if paired:                                   # each decode against the bandwidth of its own moment
+            reads = [g for _, g in paired]
+            row.update(read_samples_GBps=reads, floor_ms_per_token=floor_ms(wb, statistics.median(reads) * 1e9),
+                       plain_over_floor=statistics.median(s / (wb / (g * 1e9)) for s, g in paired))
+        out["by_dtype"][lab or str(t.dtype).replace("torch.", "")] = row
     return out
 
 

@@ -114,16 +114,33 @@ void rms_norm(const float* x, const T* w, float eps, float* out, int64_t M, int6
   }
 }
 
-// y (M, O) fp32 holding T values = round(x · Wᵀ): the kernel writes T, widened back for the next step.
+// y (M, O) fp32 holding T values = round(x · Wᵀ): the kernel writes T, widened back for the next step. Several
+// weights that read the same x (q, k, v; gate, up) go as one call: one parallel region instead of one each.
+template <typename T>
+struct Into {                                                 // y (M, O) = x · W (O, I)ᵀ
+  const T* W;
+  float* y;
+  int64_t O;
+};
+
+template <typename T>
+void matmul(const float* x, const std::vector<Into<T>>& ws, int64_t M, int64_t I) {
+  std::vector<Product<T>> ps;
+  if constexpr (std::is_same_v<T, float>) {
+    for (const auto& w : ws) ps.push_back({w.W, w.y, w.O});
+    run_all<float>(x, ps, M, I, false);
+  } else {
+    std::vector<std::vector<T>> yt;
+    for (const auto& w : ws) yt.emplace_back(M * w.O);
+    for (size_t i = 0; i < ws.size(); ++i) ps.push_back({ws[i].W, yt[i].data(), ws[i].O});
+    run_all<T>(x, ps, M, I, false);
+    for (size_t i = 0; i < ws.size(); ++i) widen_into(yt[i].data(), ws[i].y, M * ws[i].O);
+  }
+}
+
 template <typename T>
 void matmul(const float* x, const T* W, float* y, int64_t M, int64_t I, int64_t O) {
-  if constexpr (std::is_same_v<T, float>) {
-    run<float>(x, W, y, M, I, O, false);
-  } else {
-    std::vector<T> yt(M * O);
-    run<T>(x, W, yt.data(), M, I, O, false);
-    widen_into(yt.data(), y, M * O);
-  }
+  matmul<T>(x, std::vector<Into<T>>{{W, y, O}}, M, I);
 }
 
 // Eight 8-lane sums in one register: lane u = hsum(a[u]) bit for bit — the same adds in the same order,
@@ -214,9 +231,9 @@ std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double 
   widen_into(cos.data_ptr<T>(), c.data(), M * Dh);
   widen_into(sin.data_ptr<T>(), s.data(), M * Dh);
   rms_norm<T>(xf.data(), ln_w.data_ptr<T>(), static_cast<float>(eps), h.data(), M, d);
-  matmul<T>(h.data(), Wq.data_ptr<T>(), q.data(), M, d, H * Dh);                     // (M, H·Dh)
-  matmul<T>(h.data(), Wk.data_ptr<T>(), k.data(), M, d, Hk * Dh);                    // (M, Hk·Dh)
-  matmul<T>(h.data(), Wv.data_ptr<T>(), v.data(), M, d, Hk * Dh);
+  matmul<T>(h.data(), {{Wq.data_ptr<T>(), q.data(), H * Dh},                        // q (M, H·Dh)
+                       {Wk.data_ptr<T>(), k.data(), Hk * Dh},                       // k, v (M, Hk·Dh)
+                       {Wv.data_ptr<T>(), v.data(), Hk * Dh}}, M, d);
   auto opt = x.options();
   auto qo = torch::empty({1, H, M, Dh}, opt), ko = torch::empty({1, Hk, M, Dh}, opt),
        vo = torch::empty({1, Hk, M, Dh}, opt);
@@ -276,8 +293,7 @@ torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch
   matmul<T>(o.data(), Wo.data_ptr<T>(), y.data(), M, H * Dh, d);
   residual<T>(xf.data(), y.data(), M * d);
   rms_norm<T>(xf.data(), ln_w.data_ptr<T>(), static_cast<float>(eps), h.data(), M, d);
-  matmul<T>(h.data(), Wg.data_ptr<T>(), gt.data(), M, d, F);
-  matmul<T>(h.data(), Wu.data_ptr<T>(), up.data(), M, d, F);
+  matmul<T>(h.data(), {{Wg.data_ptr<T>(), gt.data(), F}, {Wu.data_ptr<T>(), up.data(), F}}, M, d);
   silu_gate<T>(gt.data(), up.data(), M * F);
   matmul<T>(gt.data(), Wd.data_ptr<T>(), y.data(), M, F, d);
   auto out = torch::empty({1, M, d}, x.options());

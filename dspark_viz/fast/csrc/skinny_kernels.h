@@ -299,23 +299,52 @@ inline int& isa_choice() {                   // 0 = AVX2, 1 = AVX-512 where avai
 inline bool use_avx512() { return isa_choice() == 1 && has_avx512(); }
 inline bool use_bf16_dot() { return isa_choice() == 1 && has_avx512_bf16(); }
 
+// One product of a run_all call: y (M, O) = x · W (O, I)ᵀ, every product of the call sharing x.
 template <typename T>
-inline void run(const float* xp, const T* wp, T* yp, int64_t M, int64_t I, int64_t O, bool row_layout) {
+struct Product {
+  const T* W;
+  T* y;
+  int64_t O;
+};
+
+// Every product of ``ps`` in one parallel region: their weight rows, end to end, split across torch's intra-op
+// threads (a thread's range may run from one product's rows into the next's). Each output is computed by the same
+// code on the same values as a call of its own, so the bits do not depend on the grouping.
+template <typename T>
+inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t M, int64_t I, bool row_layout) {
+  int64_t total = 0;
+  for (const auto& p : ps) total += p.O;
+  auto each = [&](int64_t a, int64_t b, auto&& body) {       // body(p, o0, o1) over the products' rows in [a, b)
+    int64_t base = 0;
+    for (const auto& p : ps) {
+      const int64_t lo = std::max(a, base), hi = std::min(b, base + p.O);
+      if (lo < hi) body(p, lo - base, hi - base);
+      base += p.O;
+    }
+  };
   if constexpr (!std::is_same_v<T, float>) {
     if (!row_layout && use_bf16_dot()) {                       // AVX512-BF16: x narrowed once, exactly
       std::vector<uint16_t> xb(M * I);
       for (int64_t i = 0; i < M * I; ++i) xb[i] = at::BFloat16(xp[i]).x;
-      at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) { dot_bf16(xb.data(), wp, yp, M, I, O, a, b); });
+      at::parallel_for(0, total, 64, [&](int64_t a, int64_t b) {
+        each(a, b, [&](const Product<T>& p, int64_t o0, int64_t o1) { dot_bf16(xb.data(), p.W, p.y, M, I, p.O, o0, o1); });
+      });
       return;
     }
   }
-  at::parallel_for(0, O, 64, [&](int64_t a, int64_t b) {
-    if constexpr (std::is_same_v<T, float>) {                                     // fp32: always rows
-      if (use_avx512()) stream512(xp, wp, yp, M, I, O, a, b);
-      else stream(xp, wp, yp, M, I, O, a, b);
-    }
-    else if (row_layout) stream(xp, wp, yp, M, I, O, a, b);
-    else tiled(xp, wp, yp, M, I, O, a, b);
+  at::parallel_for(0, total, 64, [&](int64_t a, int64_t b) {
+    each(a, b, [&](const Product<T>& p, int64_t o0, int64_t o1) {
+      if constexpr (std::is_same_v<T, float>) {                                   // fp32: always rows
+        if (use_avx512()) stream512(xp, p.W, p.y, M, I, p.O, o0, o1);
+        else stream(xp, p.W, p.y, M, I, p.O, o0, o1);
+      }
+      else if (row_layout) stream(xp, p.W, p.y, M, I, p.O, o0, o1);
+      else tiled(xp, p.W, p.y, M, I, p.O, o0, o1);
+    });
   });
 }
 
+template <typename T>
+inline void run(const float* xp, const T* wp, T* yp, int64_t M, int64_t I, int64_t O, bool row_layout) {
+  run_all<T>(xp, {Product<T>{wp, yp, O}}, M, I, row_layout);
+}

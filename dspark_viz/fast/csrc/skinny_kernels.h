@@ -327,7 +327,9 @@ inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t 
       std::vector<uint16_t> xb(M * I);
       for (int64_t i = 0; i < M * I; ++i) xb[i] = at::BFloat16(xp[i]).x;
       at::parallel_for(0, total, 64, [&](int64_t a, int64_t b) {
-        each(a, b, [&](const Product<T>& p, int64_t o0, int64_t o1) { dot_bf16(xb.data(), p.W, p.y, M, I, p.O, o0, o1); });
+        each(a, b, [&](const Product<T>& p, int64_t o0, int64_t o1) {
+          dot_bf16(xb.data(), p.W, p.y, M, I, p.O, o0, o1);
+        });
       });
       return;
     }

@@ -255,3 +255,54 @@ def test_native_draft_block_steps_aside(monkeypatch):
     assert fast.layer_extension(fast.RowProduct(ext)) is ext and fast.layer_extension(fast.RowProduct()) is None
     monkeypatch.setenv("DSPARK_FUSED_LAYERS", "0")
     assert fast.layer_extension(fast.RowProduct(ext)) is None                          # the switch turns it off
+
+
+@pytest.mark.parametrize("dtype,rel", [(torch.float32, 1e-6), (torch.bfloat16, 2.0 ** -6)])
+def test_final_norm_native_agrees_with_transformers_and_keeps_each_row(dtype, rel):
+    """The lean final norm (``rms_norm_rows``): transformers' LlamaRMSNorm up to the RMS mean's summation order, the
+    same bits for a row alone or among 8, installed with the fused layers and switched off with them."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    model, ext = _tiny_llama(dtype)
+    torch.manual_seed(1)
+    norm = LlamaRMSNorm(64, eps=1e-5).to(dtype)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    x = (4 * torch.randn(1, 8, 64)).to(dtype)
+    with torch.no_grad():
+        got, ref = ext.rms_norm_rows(x, norm.weight, norm.variance_epsilon), norm(x)
+    assert float((got.float() - ref.float()).abs().max()) <= rel * float(ref.float().abs().max())
+    for m in range(8):
+        assert torch.equal(ext.rms_norm_rows(x[:, m:m + 1].contiguous(), norm.weight, 1e-5), got[:, m:m + 1])
+    with pytest.raises(RuntimeError, match="rms_norm_rows"):
+        ext.rms_norm_rows(torch.randn(1, 2, 60).to(dtype), torch.ones(60).to(dtype), 1e-5)
+    final = model.model.norm
+    assert "forward" in final.__dict__ and final.__dict__["forward"].state["fused"]
+    h = (4 * torch.randn(1, 3, 64)).to(dtype)
+    with torch.inference_mode():
+        assert torch.equal(final.forward(h), ext.rms_norm_rows(h, final.weight, final.variance_epsilon))
+        with lean.unfused(model):                       # the bit-identical path: transformers' own norm
+            assert torch.equal(final.forward(h), type(final).forward(final, h))
+        with lean.stock_layers(model):
+            assert "forward" not in final.__dict__
+    assert final.__dict__["forward"].state["fused"]
+
+
+def test_stack_plan_checks_its_weights():
+    """StackPlan checks the weights once, at construction: a layer whose shapes do not fit is refused."""
+    model, ext = _tiny_llama(torch.float32)
+    if not hasattr(ext, "StackPlan"):
+        pytest.skip("the extension's StackPlan is not available here")
+    ws, n = [], len(model.model.layers)
+    for l in model.model.layers:
+        at, mlp = l.self_attn, l.mlp
+        ws += [l.input_layernorm.weight, at.q_proj.weight, at.k_proj.weight, at.v_proj.weight, at.o_proj.weight,
+               l.post_attention_layernorm.weight, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight]
+    args = ([1e-5] * n, [1e-5] * n, [0.25] * n, [4] * n, [2] * n)
+    assert ext.StackPlan(ws, *args).n_layers() == n
+    bad = list(ws)
+    bad[8] = torch.randn(64, 88)                                      # down-projection of another MLP width
+    with pytest.raises(RuntimeError, match="weight shapes"):
+        ext.StackPlan(bad, *args)
+    with pytest.raises(RuntimeError, match="head counts"):
+        ext.StackPlan(ws, *args[:3], [3] * n, [2] * n)

@@ -101,14 +101,9 @@ def read_bandwidth(gib: float = 1.0, repeats: int = 5, buffers: int = READ_BUFFE
                          f"{repeats} × {buffers}")
     rates = []
     for _ in range(buffers):
-        buf = torch.ones(int(gib * 2 ** 30) // 4, dtype=torch.float32)        # (n,) every page touched
-        best = float("inf")
-        for _ in range(repeats + 1):                                            # the first read warms up
-            t0 = time.perf_counter()
-            buf.sum()
-            best = min(best, time.perf_counter() - t0)
-        rates.append(buf.numel() * buf.element_size() / best)
-        del buf
+        probe = ReadProbe(gib)                                                  # a buffer of its own, warmed up
+        rates.append(probe(repeats))
+        del probe
     return statistics.median(rates)
 
 

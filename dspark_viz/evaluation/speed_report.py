@@ -157,10 +157,11 @@ _LAYERS = ("Decoder layers: `lean` = in the same 1–8-token forwards each Llama
            "every width 1–8 (`DSPARK_FUSED_LAYERS=0` keeps `lean`, which is not width-invariant); `stock` = "
            "transformers' layer forward (`DSPARK_LEAN_LAYERS=0`). Around the layers, a one-sequence forward of 1–8 "
            "tokens after a non-empty cache skips transformers' model-level wrappers (dspark_viz/fast/stack.py: "
-           "embedding, rotary rows from a table, every fused layer in one native call that appends the new keys and "
-           "values to the cache's buffers itself, final norm, LM head — bit-identical to "
-           "`model(...)`, tests/test_stack.py); `python benchmarks/bench_stack.py --dtype bf16|fp32` times the two "
-           "interleaved. A run whose JSON lacks `machine.stack` called transformers' model forward around the layers.")
+           "embedding, rotary rows from a table, then every fused layer, the final norm (in the fused layers' norm "
+           "arithmetic) and the LM head in one native call that appends the new keys and values to the cache's "
+           "buffers itself — bit-identical to `model(...)`, tests/test_stack.py); "
+           "`python benchmarks/bench_stack.py --dtype bf16|fp32` times the two interleaved. A run whose JSON lacks "
+           "`machine.stack` called transformers' model forward around the layers.")
 
 
 def _llc(machine: dict) -> str:

@@ -19,8 +19,10 @@ over the cache, o-projection, norm and MLP), with the cache's own ``update`` in 
 ~50 small tensor ops per layer that cost a third of a 4-token forward, at the price of bit-identity: the
 rounding points are transformers' own, the summation orders of the RMS mean and the softmax are not, so
 logits agree with the stock layers to within the dtype's rounding (tests/test_lean.py bounds the gap; the
-greedy-equality and exact-distribution tests run on this path). ``DSPARK_FUSED_LAYERS=0`` keeps the
-bit-identical lean forward.
+greedy-equality and exact-distribution tests run on this path). The model's final norm joins them
+(``rms_norm_rows``, the layers' norm arithmetic) for one sequence of 1–8 rows, so the last hidden state and the
+logits share the layers' width invariance. ``DSPARK_FUSED_LAYERS=0`` keeps the bit-identical lean forward and
+transformers' final norm.
 
 Width invariance: on the fused path every reduction runs per row in an order fixed by that row alone (the
 kernel's products, the norms, the attention over the keys the row sees), so a token's logits and layer
@@ -151,6 +153,31 @@ def _lean_forward(layer, ext):
     return forward
 
 
+def _final_norm_forward(norm, ext):
+    """The replacement forward of the model's final RMSNorm: its native arithmetic for one sequence of 1–8 rows in
+    the weight's dtype (fp32 or bf16, CPU, no autograd), transformers' own forward otherwise."""
+    stock, w, eps = norm.forward, norm.weight, norm.variance_epsilon
+    state = {"fused": fused_enabled()}
+
+    def forward(x: torch.Tensor) -> torch.Tensor:                               # (1, q, d) → (1, q, d)
+        if (state["fused"] and x.dim() == 3 and x.shape[0] == 1 and kernels.applies(x, w.view(1, -1))
+                and x.shape[-1] % 8 == 0):
+            return ext.rms_norm_rows(x.contiguous(), w, eps)
+        return stock(x)
+
+    forward.state = state
+    return forward
+
+
+def _final_norm(model):
+    """The model's final RMSNorm where the lean forward can take it over, else None."""
+    norm = getattr(getattr(model, "model", None), "norm", None)
+    w = getattr(norm, "weight", None)
+    ok = (type(norm).__name__.endswith("RMSNorm") and isinstance(getattr(norm, "variance_epsilon", None), float)
+          and isinstance(w, torch.Tensor) and w.dim() == 1)
+    return norm if ok else None
+
+
 def install(model, ext) -> bool:
     """Give every fitting decoder layer of ``model`` the lean forward; False (nothing changed) when it does
     not apply: off by env, no kernel, not the packed attention, or a layer of another shape."""
@@ -162,14 +189,18 @@ def install(model, ext) -> bool:
     for layer in layers:
         if "forward" not in layer.__dict__:
             layer.forward = _lean_forward(layer, ext)
+    norm = _final_norm(model)
+    if norm is not None and hasattr(ext, "rms_norm_rows") and "forward" not in norm.__dict__:
+        norm.forward = _final_norm_forward(norm, ext)
     return True
 
 
 @contextlib.contextmanager
 def stock_layers(model):
-    """Inside the block, ``model``'s layers run transformers' own forward (A/B and the equality test)."""
-    layers = list(getattr(getattr(model, "model", None), "layers", None) or [])
-    saved = [(l, l.__dict__.pop("forward")) for l in layers if "forward" in l.__dict__]
+    """Inside the block, ``model``'s layers and final norm run transformers' own forward (A/B and the equality
+    test)."""
+    layers = list(getattr(getattr(model, "model", None), "layers", None) or []) + [_final_norm(model)]
+    saved = [(l, l.__dict__.pop("forward")) for l in layers if l is not None and "forward" in l.__dict__]
     try:
         yield model
     finally:
@@ -180,8 +211,10 @@ def stock_layers(model):
 @contextlib.contextmanager
 def unfused(model):
     """Inside the block, ``model``'s lean layers run their bit-identical Python forward, not the two native
-    calls (A/B measurements and the tolerance test)."""
-    states = [st for st in _layer_states(model) if st is not None]
+    calls, and the final norm transformers' own (A/B measurements and the tolerance test)."""
+    norm = _final_norm(model)
+    states = [st for st in _layer_states(model) + [getattr(norm.__dict__.get("forward"), "state", None)
+                                                     if norm is not None else None] if st is not None]
     saved = [st["fused"] for st in states]
     for st in states:
         st["fused"] = False

@@ -12,8 +12,10 @@ states are bit-identical to ``model(...)`` (tests/test_stack.py checks ``torch.e
 dtypes). Where every layer is on lean.py's fused path, the stack makes each layer's two native calls itself, with
 the cache's in-place append between — the same calls with the same arguments, without the per-layer checks of the
 lean forward — and with a cache that grows in place, all layers in one native call (``StackPlan``,
-csrc/decoder_layer.h) that writes the new keys and values into the cache's buffers: after a step streams the
-weights, every Python-level operation finds the CPU's caches cold, so the fewer the better. The mask is the one
+csrc/decoder_layer.h) that writes the new keys and values into the cache's buffers, and — with the final norm on
+its lean forward and the LM head on the kernel — computes the final norm and the logits in the same call: after a
+step streams the weights, every Python-level operation finds the CPU's caches cold, so the fewer the better. The
+mask is the one
 the layers would get: none for a one-token step (it sees its whole cache), else one sequence's causal mask (n, S),
 already marked plain-causal for the fused layers.
 
@@ -101,11 +103,28 @@ def _native_plan(model, fns) -> tuple | None:
     return kept[1]
 
 
-def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.Tensor) -> list:
+def _tail(model, ext, x: torch.Tensor) -> tuple | None:
+    """(final norm weight, eps, LM head weight) where the model's final norm and LM head would compute what
+    ``StackPlan.forward`` computes after the layers — the norm's lean forward (lean.py) on its native arithmetic,
+    the head a bias-free linear through the kernel's tiles (kernels.patch_linears) — else None."""
+    norm, head = model.model.norm, model.lm_head
+    f = norm.__dict__.get("forward")
+    if (f is None or not getattr(f, "state", {}).get("fused") or not isinstance(head, torch.nn.Linear)
+            or head.bias is not None or "forward" not in head.__dict__ or head.weight.dtype != x.dtype
+            or not head.weight.is_contiguous() or norm.weight.dtype != x.dtype
+            or getattr(ext.skinny_linear, "__name__", "") != "skinny_linear"):   # kernels.row_layout: the rows
+        return None
+    return norm.weight, norm.variance_epsilon, head.weight
+
+
+def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.Tensor, tail=None,
+                   last_only: bool = False) -> list:
     """Every layer as its two native calls with the cache's in-place append between — what each lean forward does
     on its fused path (same calls, same arguments: the same bits), without its per-layer checks; where the
     extension has it, all layers in one call (``StackPlan``) that writes the new keys and values into the cache's
-    buffers itself. x (1, n, d) → the outputs of every layer, each (1, n, d)."""
+    buffers itself, and with ``tail`` (``_tail``) the final norm and LM head in the same call.
+    x (1, n, d) → the outputs of every layer, each (1, n, d); with the tail then the normed rows (1, n, d) and the
+    logits (1, n or 1, V) — or None where the tail could not run here."""
     ext, rows, whole = plan
     cos, sin = cos.contiguous(), sin.contiguous()
     layers = cache.layers
@@ -113,10 +132,15 @@ def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.T
         n, past = x.shape[1], layers[0].get_seq_length()
         if all(layer.get_seq_length() == past for layer in layers):
             ks, vs = zip(*(layer.reserve(n) for layer in layers))                # (1, Hk, capacity, D) each
-            outs = whole.step(x, list(ks), list(vs), past, cos, sin)
+            if tail is not None:
+                outs = whole.forward(x, list(ks), list(vs), past, cos, sin, *tail, last_only)
+            else:
+                outs = whole.step(x, list(ks), list(vs), past, cos, sin)
             for layer in layers:
                 layer.written(n)
             return outs
+    if tail is not None:
+        return None
     outs = []
     for i, r in enumerate(rows):
         qs, ks, vs = ext.layer_qkv(x, r.n1, r.eps1, r.Wq, r.Wk, r.Wv, cos, sin, r.H, r.Hk)
@@ -163,6 +187,13 @@ def forward(model, ids: torch.Tensor, cache, want_hidden: bool, last_only: bool,
     # (model/cache.py's GrowingCache says so); others go through each layer's own forward
     plan = _native_plan(model, fns) if getattr(cache, "grows_in_place", False) else None
     if plan is not None and x.dtype == plan[1][0].n1.dtype and len(cache.layers) == len(fns):
+        tail = _tail(model, plan[0], x) if hasattr(plan[2], "forward") else None
+        outs = _native_layers(plan, x.contiguous(), cache, *pe, tail, last_only) if tail is not None else None
+        if outs is not None:                          # every layer, final norm and LM head in one native call
+            logits, normed = outs.pop(), outs.pop()
+            if hs is not None:
+                hs += outs[:-1] + [normed]            # the last entry: the final norm's output, as transformers
+            return logits, hs
         outs = _native_layers(plan, x.contiguous(), cache, *pe)
         x = outs[-1]
         if hs is not None:

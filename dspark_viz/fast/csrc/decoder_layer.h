@@ -221,29 +221,27 @@ inline void softmax_pv(float* s, const T* V, int64_t Dh, int64_t n, float* o) {
   for (; c < Dh; c += 8) pv_cols<1>(s, V, Dh, n, c, inv, o);
 }
 
+// x (M, d) → q (H, M, Dh) at qo; new keys and values: head g's row m at ko / vo + g·head + m·Dh (head: a head's
+// stride — M·Dh for a (1, Hk, M, Dh) tensor, capacity·Dh for a cache buffer at its write position).
 template <typename T>
-std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double eps, torch::Tensor Wq,
-                                    torch::Tensor Wk, torch::Tensor Wv, torch::Tensor cos, torch::Tensor sin,
-                                    int64_t H, int64_t Hk) {
-  const int64_t M = x.size(1), d = x.size(2), Dh = cos.size(2), half = Dh / 2;
+void qkv_core(const T* x, int64_t M, int64_t d, const T* ln_w, float eps, const T* Wq, const T* Wk, const T* Wv,
+              const T* cosp, const T* sinp, int64_t Dh, int64_t H, int64_t Hk, T* qo, T* ko, T* vo, int64_t head) {
+  const int64_t half = Dh / 2;
   std::vector<float> xf(M * d), h(M * d), q(M * H * Dh), k(M * Hk * Dh), v(M * Hk * Dh), c(M * Dh), s(M * Dh);
-  widen_into(x.data_ptr<T>(), xf.data(), M * d);
-  widen_into(cos.data_ptr<T>(), c.data(), M * Dh);
-  widen_into(sin.data_ptr<T>(), s.data(), M * Dh);
-  rms_norm<T>(xf.data(), ln_w.data_ptr<T>(), static_cast<float>(eps), h.data(), M, d);
-  matmul<T>(h.data(), {{Wq.data_ptr<T>(), q.data(), H * Dh},                        // q (M, H·Dh)
-                       {Wk.data_ptr<T>(), k.data(), Hk * Dh},                       // k, v (M, Hk·Dh)
-                       {Wv.data_ptr<T>(), v.data(), Hk * Dh}}, M, d);
-  auto opt = x.options();
-  auto qo = torch::empty({1, H, M, Dh}, opt), ko = torch::empty({1, Hk, M, Dh}, opt),
-       vo = torch::empty({1, Hk, M, Dh}, opt);
+  widen_into(x, xf.data(), M * d);
+  widen_into(cosp, c.data(), M * Dh);
+  widen_into(sinp, s.data(), M * Dh);
+  rms_norm<T>(xf.data(), ln_w, eps, h.data(), M, d);
+  matmul<T>(h.data(), {{Wq, q.data(), H * Dh},                                       // q (M, H·Dh)
+                       {Wk, k.data(), Hk * Dh},                                      // k, v (M, Hk·Dh)
+                       {Wv, v.data(), Hk * Dh}}, M, d);
   // rotary: round(round(u·cos) + round(rotate_half(u)·sin)), rotate_half(u) = (−u₂, u₁) by halves
   const __m256 neg = _mm256_set1_ps(-0.0f);
-  auto rope = [&](const float* src, int64_t heads, T* dst) {
+  auto rope = [&](const float* src, int64_t heads, T* dst, int64_t stride) {
     for (int64_t hd = 0; hd < heads; ++hd)
       for (int64_t m = 0; m < M; ++m) {
         const float* u = src + m * heads * Dh + hd * Dh;
-        T* o = dst + (hd * M + m) * Dh;
+        T* o = dst + hd * stride + m * Dh;
         for (int64_t j = 0; j < Dh; j += 8) {
           const __m256 rot = j < half ? _mm256_xor_ps(_mm256_loadu_ps(u + j + half), neg) : _mm256_loadu_ps(u + j - half);
           const __m256 a = round8<T>(_mm256_mul_ps(_mm256_loadu_ps(u + j), _mm256_loadu_ps(c.data() + m * Dh + j)));
@@ -252,28 +250,37 @@ std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double 
         }
       }
   };
-  rope(q.data(), H, qo.data_ptr<T>());
-  rope(k.data(), Hk, ko.data_ptr<T>());
-  T* vp = vo.data_ptr<T>();                                   // v is already rounded to T by the kernel
-  for (int64_t g = 0; g < Hk; ++g)
+  rope(q.data(), H, qo, M * Dh);
+  rope(k.data(), Hk, ko, head);
+  for (int64_t g = 0; g < Hk; ++g)                            // v is already rounded to T by the kernel
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t j = 0; j < Dh; j += 8) store8(vp + (g * M + m) * Dh + j, _mm256_loadu_ps(v.data() + m * Hk * Dh + g * Dh + j));
-  return {qo, ko, vo};
+      for (int64_t j = 0; j < Dh; j += 8)
+        store8(vo + g * head + m * Dh + j, _mm256_loadu_ps(v.data() + m * Hk * Dh + g * Dh + j));
 }
 
 template <typename T>
-torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
-                        torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
-                        torch::Tensor Wd, bool causal) {
-  const int64_t M = x.size(1), d = x.size(2), H = q.size(1), Dh = q.size(3), Hk = K.size(1), S = K.size(2);
-  const int64_t rep = H / Hk, past = S - M, F = Wg.size(0);
+std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double eps, torch::Tensor Wq,
+                                    torch::Tensor Wk, torch::Tensor Wv, torch::Tensor cos, torch::Tensor sin,
+                                    int64_t H, int64_t Hk) {
+  const int64_t M = x.size(1), d = x.size(2), Dh = cos.size(2);
+  auto opt = x.options();
+  auto qo = torch::empty({1, H, M, Dh}, opt), ko = torch::empty({1, Hk, M, Dh}, opt),
+       vo = torch::empty({1, Hk, M, Dh}, opt);
+  qkv_core<T>(x.data_ptr<T>(), M, d, ln_w.data_ptr<T>(), static_cast<float>(eps), Wq.data_ptr<T>(), Wk.data_ptr<T>(),
+              Wv.data_ptr<T>(), cos.data_ptr<T>(), sin.data_ptr<T>(), Dh, H, Hk, qo.data_ptr<T>(), ko.data_ptr<T>(),
+              vo.data_ptr<T>(), M * Dh);
+  return {qo, ko, vo};
+}
+
+// x (M, d), q (H, M, Dh); head g's S keys / values: rows of Dh at K + g·k_head / V + g·v_head → out (M, d) at op.
+template <typename T>
+void rest_core(const T* x, int64_t M, int64_t d, const T* q, int64_t H, int64_t Dh, const T* Kp, const T* Vp,
+               int64_t k_head, int64_t v_head, int64_t Hk, int64_t S, float scf, const T* Wo, const T* ln_w, float eps,
+               const T* Wg, const T* Wu, const T* Wd, int64_t F, bool causal, T* op) {
+  const int64_t rep = H / Hk, past = S - M;
   const int64_t R = rep * M;                                  // query rows per kv head
   std::vector<float> qf(H * M * Dh), o(M * H * Dh);
-  widen_into(q.data_ptr<T>(), qf.data(), H * M * Dh);         // (H, M, Dh): a kv head's R query rows adjacent
-  const T* Kp = K.data_ptr<T>();
-  const T* Vp = V.data_ptr<T>();
-  const int64_t k_head = K.stride(1), v_head = V.stride(1);   // a growing cache: heads apart by its capacity
-  const float scf = static_cast<float>(scale);
+  widen_into(q, qf.data(), H * M * Dh);                       // (H, M, Dh): a kv head's R query rows adjacent
   // the Hk · R query rows split across torch's intra-op threads (row u: kv head g = u / R, its row r = u % R,
   // query head g·rep + r / M at new position m = r % M — so qf's row hd·M + m is row u); keys and values read in
   // T straight from the cache; each row writes its own head's columns of o
@@ -289,18 +296,38 @@ torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch
     }
   });
   std::vector<float> xf(M * d), y(M * d), h(M * d), gt(M * F), up(M * F);
-  widen_into(x.data_ptr<T>(), xf.data(), M * d);
-  matmul<T>(o.data(), Wo.data_ptr<T>(), y.data(), M, H * Dh, d);
+  widen_into(x, xf.data(), M * d);
+  matmul<T>(o.data(), Wo, y.data(), M, H * Dh, d);
   residual<T>(xf.data(), y.data(), M * d);
-  rms_norm<T>(xf.data(), ln_w.data_ptr<T>(), static_cast<float>(eps), h.data(), M, d);
-  matmul<T>(h.data(), {{Wg.data_ptr<T>(), gt.data(), F}, {Wu.data_ptr<T>(), up.data(), F}}, M, d);
+  rms_norm<T>(xf.data(), ln_w, eps, h.data(), M, d);
+  matmul<T>(h.data(), {{Wg, gt.data(), F}, {Wu, up.data(), F}}, M, d);
   silu_gate<T>(gt.data(), up.data(), M * F);
-  matmul<T>(gt.data(), Wd.data_ptr<T>(), y.data(), M, F, d);
-  auto out = torch::empty({1, M, d}, x.options());
-  T* op = out.data_ptr<T>();
+  matmul<T>(gt.data(), Wd, y.data(), M, F, d);
   for (int64_t i = 0; i < M * d; i += 8)                                               // residual, rounded once
     store8(op + i, round8<T>(_mm256_add_ps(_mm256_loadu_ps(xf.data() + i), _mm256_loadu_ps(y.data() + i))));
+}
+
+template <typename T>
+torch::Tensor rest_impl(torch::Tensor x, torch::Tensor q, torch::Tensor K, torch::Tensor V, double scale,
+                        torch::Tensor Wo, torch::Tensor ln_w, double eps, torch::Tensor Wg, torch::Tensor Wu,
+                        torch::Tensor Wd, bool causal) {
+  const int64_t M = x.size(1), d = x.size(2);
+  auto out = torch::empty({1, M, d}, x.options());
+  // a growing cache's heads lie a capacity apart (K.stride(1))
+  rest_core<T>(x.data_ptr<T>(), M, d, q.data_ptr<T>(), q.size(1), q.size(3), K.data_ptr<T>(), V.data_ptr<T>(),
+               K.stride(1), V.stride(1), K.size(1), K.size(2), static_cast<float>(scale), Wo.data_ptr<T>(),
+               ln_w.data_ptr<T>(), static_cast<float>(eps), Wg.data_ptr<T>(), Wu.data_ptr<T>(), Wd.data_ptr<T>(),
+               Wg.size(0), causal, out.data_ptr<T>());
   return out;
+}
+
+// out (rows, d) = RMSNorm(x) as rms_norm: a final norm with the fused layers' arithmetic.
+template <typename T>
+void norm_rows(const T* x, const T* w, float eps, T* out, int64_t rows, int64_t d) {
+  std::vector<float> xf(rows * d), h(rows * d);
+  widen_into(x, xf.data(), rows * d);
+  rms_norm<T>(xf.data(), w, eps, h.data(), rows, d);
+  for (int64_t i = 0; i < rows * d; i += 8) store8(out + i, _mm256_loadu_ps(h.data() + i));
 }
 
 void check_layer_args(const std::vector<torch::Tensor>& ts, at::ScalarType dt) {
@@ -367,12 +394,33 @@ torch::Tensor layer_rest_full(torch::Tensor x, torch::Tensor q, torch::Tensor K,
   return rest_checked(x, q, K, V, scale, Wo, ln_w, eps, Wg, Wu, Wd, false);
 }
 
-// Every decoder layer of one sequence's few-token forward in one call (fast/stack.py). Per layer: layer_qkv, the new
-// keys and values written into the caller's cache buffers at positions past … past + M − 1, layer_rest over
-// positions 0 … past + M − 1 — the same calls on the same values as three steps from Python, so the same bits,
-// without a return to Python (and a cache append of slicing ops) per layer.
-// Per layer the plan holds ln₁, W_q, W_k, W_v, W_o, ln₂, W_g, W_u, W_d (9 tensors), eps₁, eps₂, scale, H, Hk.
+// RMSNorm over the last dimension of x (…, d), rows of any count, in the fused layers' arithmetic (rms_norm): the
+// lean final norm (fast/lean.py), so that a forward's last hidden state and logits keep the layers' width invariance.
+torch::Tensor rms_norm_rows(torch::Tensor x, torch::Tensor w, double eps) {
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "rms_norm_rows: float32 or bfloat16");
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) % 8 == 0 && w.dim() == 1 && w.numel() == x.size(-1),
+              "rms_norm_rows: x (…, d) with d a multiple of 8, w (d)");
+  check_layer_args({x, w}, dt);
+  auto out = torch::empty_like(x);
+  const int64_t d = x.size(-1), rows = x.numel() / d;
+  if (dt == at::kFloat) norm_rows<float>(x.data_ptr<float>(), w.data_ptr<float>(), static_cast<float>(eps),
+                                         out.data_ptr<float>(), rows, d);
+  else norm_rows<at::BFloat16>(x.data_ptr<at::BFloat16>(), w.data_ptr<at::BFloat16>(), static_cast<float>(eps),
+                               out.data_ptr<at::BFloat16>(), rows, d);
+  return out;
+}
+
+// Every decoder layer of one sequence's few-token forward in one call (fast/stack.py). Per layer: norm, q/k/v and
+// rotary with the new keys and values written straight into the caller's cache buffers at positions
+// past … past + M − 1, then attention over positions 0 … past + M − 1, o-projection and MLP — the arithmetic of
+// layer_qkv and layer_rest (the same cores: the same bits), without a tensor per intermediate or a return to Python
+// per layer.
+// Per layer the plan holds ln₁, W_q, W_k, W_v, W_o, ln₂, W_g, W_u, W_d (9 tensors, checked once here), eps₁, eps₂,
+// scale, H, Hk.
 // step: x (1, M, d); K[l], V[l] (1, Hk, capacity ≥ past + M, Dh) contiguous → every layer's output, each (1, M, d).
+// forward: the same, then the final norm (rms_norm_rows' arithmetic) and the LM head W (V, d) through the kernel on
+// the normed rows (the last only, or all) → every layer's output, the normed rows (1, M, d), logits (1, M or 1, V).
 class StackPlan {
  public:
   StackPlan(std::vector<torch::Tensor> w, std::vector<double> eps1, std::vector<double> eps2,
@@ -380,8 +428,26 @@ class StackPlan {
       : w_(std::move(w)), eps1_(std::move(eps1)), eps2_(std::move(eps2)), scale_(std::move(scale)),
         H_(std::move(H)), Hk_(std::move(Hk)) {
     const size_t L = eps1_.size();
-    TORCH_CHECK(w_.size() == 9 * L && eps2_.size() == L && scale_.size() == L && H_.size() == L && Hk_.size() == L,
-                "StackPlan: 9 weights, two eps, a scale and the head counts per layer");
+    TORCH_CHECK(L >= 1 && w_.size() == 9 * L && eps2_.size() == L && scale_.size() == L && H_.size() == L &&
+                Hk_.size() == L, "StackPlan: 9 weights, two eps, a scale and the head counts per layer");
+    dt_ = w_[0].scalar_type();
+    TORCH_CHECK(dt_ == at::kFloat || dt_ == at::kBFloat16, "StackPlan: float32 or bfloat16 weights");
+    check_layer_args(w_, dt_);
+    d_ = w_[0].numel();
+    for (size_t l = 0; l < L; ++l) {
+      const torch::Tensor* t = w_.data() + 9 * l;
+      TORCH_CHECK(H_[l] >= 1 && Hk_[l] >= 1 && H_[l] % Hk_[l] == 0 && t[1].dim() == 2 && t[1].size(0) % H_[l] == 0,
+                  "StackPlan: head counts");
+      const int64_t Dh = t[1].size(0) / H_[l], F = t[6].dim() == 2 ? t[6].size(0) : 0;
+      if (l == 0) Dh_ = Dh, Hk0_ = Hk_[l];
+      auto is = [](const torch::Tensor& x, int64_t a, int64_t b) {
+        return x.dim() == 2 && x.size(0) == a && x.size(1) == b;
+      };
+      TORCH_CHECK(Dh == Dh_ && Hk_[l] == Hk0_ && Dh % 16 == 0 && d_ % 8 == 0 && F % 8 == 0 && F > 0 &&
+                  t[0].numel() == d_ && t[5].numel() == d_ && is(t[1], H_[l] * Dh, d_) && is(t[2], Hk_[l] * Dh, d_) &&
+                  is(t[3], Hk_[l] * Dh, d_) && is(t[4], d_, H_[l] * Dh) && is(t[6], F, d_) && is(t[7], F, d_) &&
+                  is(t[8], d_, F), "StackPlan: weight shapes do not fit one Llama layer stack");
+    }
   }
 
   int64_t n_layers() const { return static_cast<int64_t>(eps1_.size()); }
@@ -389,39 +455,82 @@ class StackPlan {
   std::vector<torch::Tensor> step(torch::Tensor x, const std::vector<torch::Tensor>& K,
                                   const std::vector<torch::Tensor>& V, int64_t past, torch::Tensor cos,
                                   torch::Tensor sin) const {
-    const int64_t L = n_layers(), M = x.size(1);
-    TORCH_CHECK(static_cast<int64_t>(K.size()) == L && static_cast<int64_t>(V.size()) == L,
-                "StackPlan.step: one key and one value buffer per layer");
-    TORCH_CHECK(past >= 0, "StackPlan.step: past ≥ 0");
-    std::vector<torch::Tensor> outs;
-    outs.reserve(L);
-    for (int64_t l = 0; l < L; ++l) {
-      const torch::Tensor* w = w_.data() + 9 * l;
-      auto qkv = layer_qkv(x, w[0], eps1_[l], w[1], w[2], w[3], cos, sin, H_[l], Hk_[l]);
-      append(qkv[1], K[l], past);
-      append(qkv[2], V[l], past);
-      x = rest_checked(x, qkv[0], K[l].narrow(2, 0, past + M), V[l].narrow(2, 0, past + M), scale_[l], w[4], w[5],
-                       eps2_[l], w[6], w[7], w[8], true);
-      outs.push_back(x);
-    }
+    return dt_ == at::kFloat ? layers<float>(x, K, V, past, cos, sin) : layers<at::BFloat16>(x, K, V, past, cos, sin);
+  }
+
+  std::vector<torch::Tensor> forward(torch::Tensor x, const std::vector<torch::Tensor>& K,
+                                     const std::vector<torch::Tensor>& V, int64_t past, torch::Tensor cos,
+                                     torch::Tensor sin, torch::Tensor norm_w, double norm_eps, torch::Tensor head_w,
+                                     bool last_only) const {
+    check_layer_args({norm_w, head_w}, dt_);
+    TORCH_CHECK(norm_w.numel() == d_ && head_w.dim() == 2 && head_w.size(1) == d_,
+                "StackPlan.forward: final norm (d) and LM head (V, d)");
+    auto outs = step(x, K, V, past, cos, sin);
+    const int64_t M = x.size(1), rows = last_only ? 1 : M, Vn = head_w.size(0);
+    auto normed = torch::empty({1, M, d_}, x.options());
+    auto logits = torch::empty({1, rows, Vn}, x.options());
+    if (dt_ == at::kFloat) tail<float>(outs.back(), norm_w, norm_eps, head_w, rows, normed, logits);
+    else tail<at::BFloat16>(outs.back(), norm_w, norm_eps, head_w, rows, normed, logits);
+    outs.push_back(normed);
+    outs.push_back(logits);
     return outs;
   }
 
  private:
-  // new (1, Hk, M, Dh) → buf[0, :, past : past + M, :]
-  static void append(const torch::Tensor& nw, const torch::Tensor& buf, int64_t past) {
-    const int64_t Hk = nw.size(1), M = nw.size(2), Dh = nw.size(3);
-    TORCH_CHECK(buf.dim() == 4 && buf.size(0) == 1 && buf.size(1) == Hk && buf.size(3) == Dh &&
-                buf.size(2) >= past + M && buf.is_contiguous() && buf.scalar_type() == nw.scalar_type() &&
-                buf.device().is_cpu(), "StackPlan.step: cache buffers (1, Hk, capacity ≥ past + M, Dh), contiguous");
-    const int64_t bytes = nw.element_size();
-    const char* src = static_cast<const char*>(nw.data_ptr());
-    char* dst = static_cast<char*>(buf.data_ptr());
-    for (int64_t g = 0; g < Hk; ++g)
-      std::memcpy(dst + (g * buf.size(2) + past) * Dh * bytes, src + g * M * Dh * bytes, M * Dh * bytes);
+  template <typename T>
+  std::vector<torch::Tensor> layers(torch::Tensor x, const std::vector<torch::Tensor>& K,
+                                    const std::vector<torch::Tensor>& V, int64_t past, torch::Tensor cos,
+                                    torch::Tensor sin) const {
+    const int64_t L = n_layers();
+    TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8 && x.size(2) == d_,
+                "StackPlan.step: x (1, 1..8, d)");
+    const int64_t M = x.size(1), Dh = Dh_, Hk = Hk0_;
+    TORCH_CHECK(cos.dim() == 3 && cos.size(0) == 1 && cos.size(1) == M && cos.size(2) == Dh &&
+                cos.sizes() == sin.sizes(), "StackPlan.step: cos, sin (1, M, Dh)");
+    check_layer_args({x, cos, sin}, dt_);
+    TORCH_CHECK(past >= 0, "StackPlan.step: past ≥ 0");
+    TORCH_CHECK(static_cast<int64_t>(K.size()) == L && static_cast<int64_t>(V.size()) == L,
+                "StackPlan.step: one key and one value buffer per layer");
+    for (int64_t l = 0; l < L; ++l)
+      for (const auto* b : {&K[l], &V[l]})
+        TORCH_CHECK(b->dim() == 4 && b->size(0) == 1 && b->size(1) == Hk && b->size(3) == Dh &&
+                    b->size(2) >= past + M && b->is_contiguous() && b->scalar_type() == dt_ && b->device().is_cpu(),
+                    "StackPlan.step: cache buffers (1, Hk, capacity ≥ past + M, Dh), contiguous");
+    auto all = torch::empty({L, 1, M, d_}, x.options());                 // every layer's output
+    std::vector<T> q;
+    const T* cp = cos.data_ptr<T>();
+    const T* sp = sin.data_ptr<T>();
+    const T* in = x.data_ptr<T>();
+    T* out = all.data_ptr<T>();
+    for (int64_t l = 0; l < L; ++l, in = out, out += M * d_) {
+      const torch::Tensor* w = w_.data() + 9 * l;
+      const int64_t H = H_[l], F = w[6].size(0), cap = K[l].size(2), head = cap * Dh;
+      q.resize(H * M * Dh);
+      T* Kp = K[l].data_ptr<T>();
+      T* Vp = V[l].data_ptr<T>();
+      qkv_core<T>(in, M, d_, w[0].data_ptr<T>(), static_cast<float>(eps1_[l]), w[1].data_ptr<T>(),
+                  w[2].data_ptr<T>(), w[3].data_ptr<T>(), cp, sp, Dh, H, Hk, q.data(), Kp + past * Dh,
+                  Vp + past * Dh, head);
+      rest_core<T>(in, M, d_, q.data(), H, Dh, Kp, Vp, head, head, Hk, past + M, static_cast<float>(scale_[l]),
+                   w[4].data_ptr<T>(), w[5].data_ptr<T>(), static_cast<float>(eps2_[l]), w[6].data_ptr<T>(),
+                   w[7].data_ptr<T>(), w[8].data_ptr<T>(), F, true, out);
+    }
+    return all.unbind(0);
+  }
+
+  template <typename T>
+  void tail(const torch::Tensor& last, const torch::Tensor& norm_w, double eps, const torch::Tensor& head_w,
+            int64_t rows, torch::Tensor& normed, torch::Tensor& logits) const {
+    const int64_t M = last.size(1);
+    norm_rows<T>(last.data_ptr<T>(), norm_w.data_ptr<T>(), static_cast<float>(eps), normed.data_ptr<T>(), M, d_);
+    std::vector<float> hf(rows * d_);                                     // the head's rows, widened exactly
+    widen_into(normed.data_ptr<T>() + (M - rows) * d_, hf.data(), rows * d_);
+    run<T>(hf.data(), head_w.data_ptr<T>(), logits.data_ptr<T>(), rows, d_, head_w.size(0), false);
   }
 
   std::vector<torch::Tensor> w_;
   std::vector<double> eps1_, eps2_, scale_;
   std::vector<int64_t> H_, Hk_;
+  at::ScalarType dt_;
+  int64_t d_ = 0, Dh_ = 0, Hk0_ = 0;
 };

@@ -56,6 +56,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
   m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");
+  m.def("rms_norm_rows", &rms_norm_rows, "RMSNorm over the last dimension in the fused layers' arithmetic");
   m.def("sample_index", &sample_index, "sampling.sample of a (V,) fp32 distribution in one call (draft_loops.h)",
         py::arg("p"), py::arg("generator") = py::none());
   m.def("markov_greedy", &markov_greedy, "a greedy DSpark draft's Markov-head slot loop (draft_loops.h)");
@@ -66,5 +67,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def(py::init<std::vector<torch::Tensor>, std::vector<double>, std::vector<double>, std::vector<double>,
                     std::vector<int64_t>, std::vector<int64_t>>())
       .def("n_layers", &StackPlan::n_layers)
-      .def("step", &StackPlan::step, "x, key buffers, value buffers, past, cos, sin → every layer's output");
+      .def("step", &StackPlan::step, "x, key buffers, value buffers, past, cos, sin → every layer's output")
+      .def("forward", &StackPlan::forward, "step, then final norm and LM head → layer outputs, normed rows, logits");
 }

@@ -15,9 +15,8 @@ lean forward — and with a cache that grows in place, all layers in one native 
 csrc/decoder_layer.h) that writes the new keys and values into the cache's buffers, and — with the final norm on
 its lean forward and the LM head on the kernel — computes the final norm and the logits in the same call: after a
 step streams the weights, every Python-level operation finds the CPU's caches cold, so the fewer the better. The
-mask is the one
-the layers would get: none for a one-token step (it sees its whole cache), else one sequence's causal mask (n, S),
-already marked plain-causal for the fused layers.
+mask is the one the layers would get: none for a one-token step (it sees its whole cache), else one sequence's
+causal mask (n, S), already marked plain-causal for the fused layers.
 
 It applies only to one sequence of 1–8 new tokens after a non-empty cache, without a padding mask or explicit
 positions, with every decoder layer carrying its lean forward (``DSPARK_LEAN_LAYERS=0`` turns both off); anything
@@ -118,7 +117,7 @@ def _tail(model, ext, x: torch.Tensor) -> tuple | None:
 
 
 def _native_layers(plan, x: torch.Tensor, cache, cos: torch.Tensor, sin: torch.Tensor, tail=None,
-                   last_only: bool = False) -> list:
+                   last_only: bool = False) -> list | None:
     """Every layer as its two native calls with the cache's in-place append between — what each lean forward does
     on its fused path (same calls, same arguments: the same bits), without its per-layer checks; where the
     extension has it, all layers in one call (``StackPlan``) that writes the new keys and values into the cache's

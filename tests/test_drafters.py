@@ -451,3 +451,15 @@ def test_rotary_table_rows_equal_rope_cos_sin(tiny):
                 assert torch.equal(c16, want[0].to(torch.bfloat16)[None])
                 assert torch.equal(s16, want[1].to(torch.bfloat16)[None])
         assert ("_rope_table" in bb.__dict__) is True
+
+
+def test_sequences_follow_the_drafter_to_its_device():
+    """On an accelerator the trainer moves a cached sequence's tensors to the drafter's device (its scalars stay);
+    on the device it already sits on, the same dict comes back (no copy a step on CPU)."""
+    from dspark_viz.train.trainer import on_device
+
+    s = {"ids": torch.arange(6), "feats": torch.zeros(6, 4, dtype=torch.float16), "n": 6, "prompt_len": 2}
+    assert on_device(s, torch.device("cpu")) is s
+    moved = on_device(s, torch.device("meta"))
+    assert moved["ids"].device.type == "meta" and moved["feats"].dtype == torch.float16
+    assert moved["n"] == 6 and moved["prompt_len"] == 2 and s["ids"].device.type == "cpu"

@@ -36,12 +36,19 @@ def _anchors(s: dict, n_blocks: int, gen: torch.Generator) -> torch.Tensor:
     return perm.sort().values                                                           # (N,)
 
 
+def on_device(s: dict, dev: torch.device) -> dict:
+    """A cached sequence with its tensors on ``dev`` (the drafter's device); the same dict where they already are."""
+    if s["ids"].device.type == dev.type:
+        return s
+    return {k: v.to(dev, non_blocking=True) if torch.is_tensor(v) else v for k, v in s.items()}
+
+
 def _label_parts(model, s, anchors, gamma):
     """Labels of one sequence's blocks: draft-vocab labels (N, γ) (−1 outside V_d), teacher-forced previous
     tokens (N, γ), the position whose cached hidden state and lse give the target's distribution for each
     label (N, γ), mask (N, γ)."""
     n = s["n"]
-    lab_pos = anchors[:, None] + torch.arange(1, gamma + 1)                             # (N, γ)
+    lab_pos = anchors[:, None] + torch.arange(1, gamma + 1, device=anchors.device)      # (N, γ)
     valid = lab_pos <= n - 1
     lp = lab_pos.clamp(max=n - 1)
     ids = s["ids"]
@@ -81,7 +88,7 @@ def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
     N, ctx_n = anchors.shape[0], int(anchors.max())
     ctx_kv = bb.context_kv(bb.fuse(s["feats"][:ctx_n].float()))                       # positions 0 …
     x = bb.block_input(s["ids"][anchors], g, model.embed)                               # (N·γ, d)
-    pos = (anchors[:, None] + torch.arange(g)).reshape(-1)
+    pos = (anchors[:, None] + torch.arange(g, device=anchors.device)).reshape(-1)
     a_rep = anchors.repeat_interleave(g)                                                 # context < anchor,
     return bb(x, pos, ctx_kv, None, blocks=(a_rep, g)).view(N, g, -1)                    # own block: (N, γ, d)
 
@@ -94,8 +101,10 @@ def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
     x = model.step_input(F_, ids[1:n])                                                   # entry j: (f_j, x_{j+1})
     T = n - 1
     Hk, Dh = model.cfg.n_kv_heads, model.cfg.head_dim
-    empty = torch.zeros(Hk, 0, Dh)
-    g_ctx, Kc, Vc = model.run(x, torch.arange(T), empty, empty, torch.ones(T, T, dtype=torch.bool).tril())
+    dev = anchors.device
+    empty = torch.zeros(Hk, 0, Dh, device=dev)
+    causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
+    g_ctx, Kc, Vc = model.run(x, torch.arange(T, device=dev), empty, empty, causal)
     N = anchors.shape[0]
     outs = [g_ctx[anchors - 1]]                                                          # step 1 (N, d)
     Kb, Vb = [], []
@@ -105,10 +114,10 @@ def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
         pos = anchors + t - 2
         k_prev = torch.cat([Kc] + Kb, 1)
         v_prev = torch.cat([Vc] + Vb, 1)
-        ctx_ok = torch.arange(T)[None, :] <= (anchors - 1)[:, None]                       # (N, T)
-        blk = torch.arange(N)
+        ctx_ok = torch.arange(T, device=dev)[None, :] <= (anchors - 1)[:, None]           # (N, T)
+        blk = torch.arange(N, device=dev)
         prev_ok = [blk[:, None] == blk[None, :]] * len(Kb)                               # earlier steps, same block
-        own = torch.eye(N, dtype=torch.bool)
+        own = torch.eye(N, dtype=torch.bool, device=dev)
         mask = torch.cat([ctx_ok] + prev_ok + [own], 1)
         o, k, v = model.run(xin, pos, k_prev, v_prev, mask)
         outs.append(o)
@@ -151,7 +160,7 @@ def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: b
         e = head.W1(prev)                                                               # (N, γ, r)
         B = head.W2(e)
     else:
-        state, bs, es = head.init_state(N), [], []
+        state, bs, es = head.init_state(N, h.device), [], []
         for k in range(g):
             b, state, e_k = head.step(prev[:, k], h[:, k], state)
             bs.append(b)
@@ -182,9 +191,11 @@ def loss_weights(algo: str, tc: TrainConfig) -> dict:
 def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator, terms=loss_terms):
     """The weighted loss over ``tc.blocks_per_seq`` random blocks of each sequence, all in one pass; ``terms``:
     ``losses.loss_terms`` or the same function compiled (fused.py)."""
-    anchors = [_anchors(s, tc.blocks_per_seq, gen) for s in seqs]
+    dev = model.W_vd.device
+    seqs = [on_device(s, dev) for s in seqs]
+    anchors = [_anchors(s, tc.blocks_per_seq, gen).to(dev) for s in seqs]
     logits, conf, lab, (p_u, row_of), m = forward_blocks(model, seqs, anchors, rows=True, conf_grad=tc.conf_grad)
-    w = position_weights(model.cfg.gamma, tc.decay)
+    w = position_weights(model.cfg.gamma, tc.decay, device=dev)
     return drafter_loss(logits, lab, p_u, m, w, conf, row_of=row_of, terms=terms,
                         **loss_weights(model.cfg.algo, tc))
 
@@ -297,6 +308,9 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         model, vocab_ids = warm
     elif ck is None and cfg.init_from_target:
         init_from_target(model, target)
+    dev = model.W_vd.device
+    if dev.type != "cpu":                         # the cache onto the accelerator once, not a copy every step
+        tr, val = [on_device(s, dev) for s in tr], [on_device(s, dev) for s in val]
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, tc)
     step, elapsed, seen = 0, 0.0, 0

@@ -146,6 +146,14 @@ def run(args) -> None:
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 
+def shipped_sha(name: str) -> str:
+    """The sha256 on the shipped drafter card of ``name`` ("" where there is none)."""
+    from dspark_viz.drafters.neural import ASSETS, SHIPPED
+
+    card = ASSETS / f"{SHIPPED.get(name, name)}.json"
+    return json.loads(card.read_text()).get("sha256", "") if card.exists() else ""
+
+
 def markdown() -> list[str]:
     """The results.md section (empty when the script has not run)."""
     if not OUT.exists():
@@ -162,7 +170,11 @@ def markdown() -> list[str]:
              "sample rollout AUROC above.", ""]
     for name, r in d["drafters"].items():
         g = len(r["survival"])
-        lines += [f"**{name}** ({r['blocks']} blocks)", "",
+        now = shipped_sha(name)
+        stale = "" if not now or now.startswith(r.get("sha256", "")) else \
+            (f"; measured on an earlier drafter file (sha256 {r.get('sha256', '?')}…), not the shipped one: rerun "
+             "the script on the training feature cache")
+        lines += [f"**{name}** ({r['blocks']} blocks{stale})", "",
                   "| | " + " | ".join(f"k={k + 1}" for k in range(g)) + " |", "|---" * (g + 1) + "|"]
         for label, key in (("P(m ≥ k)", "survival"), ("head's mean a_k", "mean_head_survival"),
                            ("AUROC head", "auroc_head"), ("AUROC oracle", "auroc_oracle"),
@@ -179,6 +191,8 @@ def markdown() -> list[str]:
                   "at matched throughput):", "",
                   "| drafter | shipped head after STS | perfect head (c*) | oracle yardstick |", "|---|---|---|---|"]
         for n, r in sched.items():
+            if shipped_sha(n) and not shipped_sha(n).startswith(d["drafters"][n].get("sha256", "")):
+                n += " (earlier drafter file)"
             cell = lambda x: f"{x['throughput_gain_at_sla']:.3f} / {x['per_user_speedup_at_matched_throughput']:.3f}"  # noqa: E731
             lines.append(f"| {n} | {cell(r['shipped_head_sts'])} | {cell(r['perfect_head'])} | {cell(r['oracle'])} |")
         lines.append("")

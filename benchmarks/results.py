@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from dspark_viz.evaluation.full_block import evaluate_drafter, load_eval_prompts  # noqa: E402
 from dspark_viz.settings import assets, bench_files  # noqa: E402
+from dspark_viz.train.cards import training_runs  # noqa: E402
 
 OUT = ROOT / "docs" / "results"
 SIM = ROOT / "docs" / "simulation"
@@ -278,12 +279,18 @@ def write_markdown() -> Path:
         lines += ["## Training budget of the evaluated drafters", "",
                   "Depth as in the paper's setup: the parallel drafters may be deeper than the one-layer "
                   "autoregressive EAGLE-style drafter, since they draft a whole block in one forward.", "",
-                  "| drafter | draft layers | steps | minutes | positions | positions/s | train sequences | train tokens |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "A drafter trained on from another (a warm start) lists each run, the first one first (`a + b`).",
+                  "",
+                  "| drafter | draft layers | trained on | steps | minutes | positions | positions/s | train sequences "
+                  "| train tokens |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for d, (t, cf) in trained.items():
-            lines.append(f"| {LABEL.get(d, d)} | {cf.get('n_layers', '?')} | {t.get('steps', '')} | {t.get('minutes', '')} "
-                         f"| {t.get('positions', '')} | {t.get('positions_per_s', '')} | {t.get('data_sequences', '')} "
-                         f"| {t.get('data_tokens', '')} |")
+            runs = training_runs(t)
+            each = lambda key: " + ".join(str(r.get(key, "")) for r in runs)  # noqa: E731
+            where = " + ".join("CPU" if r.get("device", "cpu") == "cpu" else r["device"] for r in runs)
+            lines.append(f"| {LABEL.get(d, d)} | {cf.get('n_layers', '?')} | {where} | {each('steps')} "
+                         f"| {each('minutes')} | {each('positions')} | {each('positions_per_s')} "
+                         f"| {t.get('data_sequences', '')} | {t.get('data_tokens', '')} |")
     lines += ["", "The cells are decoded in fp32 (τ does not depend on the machine's speed). This page was "
               f"written on: {platform.processor() or platform.machine()}, Python {platform.python_version()}."]
     md = ROOT / "docs" / "results.md"

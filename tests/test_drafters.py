@@ -379,7 +379,7 @@ def test_perfect_head_replay_on_a_tiny_drafter(tiny):
 
 
 def test_precision_choice():
-    from dspark_viz.train.trainer import cpu_has_bf16, resolve_precision
+    from dspark_viz.train.precision import cpu_has_bf16, resolve_precision
 
     cpu = torch.device("cpu")
     assert resolve_precision("fp32", cpu) == "fp32" and resolve_precision("bf16", cpu) == "bf16"
@@ -463,3 +463,30 @@ def test_sequences_follow_the_drafter_to_its_device():
     moved = on_device(s, torch.device("meta"))
     assert moved["ids"].device.type == "meta" and moved["feats"].dtype == torch.float16
     assert moved["n"] == 6 and moved["prompt_len"] == 2 and s["ids"].device.type == "cpu"
+
+
+def test_warm_start_is_recorded_on_the_card(tiny, tmp_path):
+    """A drafter trained on from another keeps that one's hash and training record on its card, also after a
+    resume from its checkpoint, so the card counts every step behind its weights (``total_steps``)."""
+    from dspark_viz.train.data import save_shard, write_index
+    from dspark_viz.train.cards import total_steps
+    from dspark_viz.train.trainer import train
+
+    t, seqs = tiny
+    data = tmp_path / "data"
+    data.mkdir()
+    save_shard(data / "feat_00000.pt", [dict(s, ids=s["ids"].tolist(), domain="mixed") for s in seqs])
+    write_index(t, data, "in memory", 0.0)
+    over = dict(draft_vocab=32, rank=8, gamma=GAMMA)
+    tc = TrainConfig(steps=4, blocks_per_seq=4, seqs_per_step=1, ckpt_every=2, warmup=1)
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    train(t, "dspark", data, tmp_path / "run1", first, tc, cfg_overrides=over, log=lambda *_: None)
+    base = json.loads(first.read_text())
+    assert "warm_start" not in base["train"] and base["train"]["device"] == "cpu"
+    assert total_steps(base["train"]) == 4
+    short = TrainConfig(steps=2, blocks_per_seq=4, seqs_per_step=1, ckpt_every=2, warmup=1)
+    train(t, "dspark", data, tmp_path / "run2", second, short, cfg_overrides=over, init=first, log=lambda *_: None)
+    train(t, "dspark", data, tmp_path / "run2", second, tc, cfg_overrides=over, init=first, log=lambda *_: None)
+    card = json.loads(second.read_text())
+    assert card["train"]["warm_start"] == {"sha256": base["sha256"], "train": base["train"]}
+    assert card["train"]["steps"] == 4 and total_steps(card["train"]) == 8

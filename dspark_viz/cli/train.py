@@ -10,7 +10,8 @@ from ..model.target import load_target
 from ..settings import assets, cache_dir
 from ..train.config import TrainConfig
 from ..train.data import build_dataset, build_features, check_cache_dtype, default_data_dir
-from ..train.trainer import cpu_has_bf16, train, train_in_turns
+from ..train.precision import cpu_has_bf16
+from ..train.trainer import train, train_in_turns
 from .common import set_threads
 
 

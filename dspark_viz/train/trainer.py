@@ -26,7 +26,9 @@ from ..drafters.neural import build_model, init_from_target, load_drafter_file, 
 from .config import TrainConfig
 from .data import FeatureStore
 from . import fused
+from .cards import device_name, warm_record
 from .losses import drafter_loss, loss_terms, position_weights, valid_prefix
+from .precision import resolve_precision
 from .vocab import build_draft_vocab, remap_vocab
 
 
@@ -200,28 +202,6 @@ def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator, t
                         **loss_weights(model.cfg.algo, tc))
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX); elsewhere bf16 is slower than fp32."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """fp32, bf16 or "time" for ``precision`` in {fp32, bf16, auto}: auto is bf16 on CUDA, fp32 on a CPU without
-    native bf16, and on a CPU with it "time": the faster of the two, measured on the run's own steps
-    (``faster_precision``) — there bf16 autocast can still lose to fp32, its casts costing more than it saves."""
-    if precision not in ("fp32", "bf16", "auto"):
-        raise ValueError(f"precision must be fp32, bf16 or auto, got {precision!r}")
-    if precision != "auto":
-        return precision
-    if device.type == "cuda":
-        return "bf16"
-    return "time" if cpu_has_bf16() else "fp32"
-
-
 def faster_precision(model, seqs: list[dict], tc: TrainConfig, device_type: str, steps: int = 3) -> str:
     """fp32 or bf16: whichever runs a forward + backward of this model on these sequences faster (interleaved,
     after a warm-up of each; gradients are discarded)."""
@@ -266,10 +246,11 @@ def _warm_start(model, target, out, log):
     moved onto ``model``'s draft vocabulary (built from the current data) when that differs."""
 
     try:
-        shipped = load_drafter_file(out, target).model
+        loaded = load_drafter_file(out, target)
     except (ValueError, FileNotFoundError) as e:
         log(f"not warm-starting from {out}: {e}")
         return None
+    shipped = loaded.model
     same = lambda c: {k: v for k, v in c.to_dict().items() if k != "draft_vocab"}        # noqa: E731
     if same(shipped.cfg) != same(model.cfg):
         log(f"not warm-starting from {out}: its config differs")
@@ -278,7 +259,7 @@ def _warm_start(model, target, out, log):
     kept = len(set(shipped.vocab_ids.tolist()) & set(model.vocab_ids.tolist()))
     model.load_state_dict(st)
     log(f"warm-starting from the exported drafter {out} ({kept}/{model.vocab_ids.numel()} vocabulary rows kept)")
-    return model, model.vocab_ids
+    return model, model.vocab_ids, warm_record(loaded.card)
 
 
 def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,
@@ -304,8 +285,9 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
     model = build_model(cfg, target, vocab_ids)
     src = init if init is not None else out                  # warm start: a given drafter, else the export
     warm = _warm_start(model, target, src, log) if ck is None and src is not None and Path(src).exists() else None
+    warm_start = ck.get("warm_start") if ck is not None else None
     if warm is not None:                 # continue from the shipped drafter (e.g. on a new machine)
-        model, vocab_ids = warm
+        model, vocab_ids, warm_start = warm
     elif ck is None and cfg.init_from_target:
         init_from_target(model, target)
     dev = model.W_vd.device
@@ -323,12 +305,15 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
     logf = open(run_dir / "log.jsonl", "a")
     t_start, bar = time.perf_counter(), tqdm(total=tc.steps, initial=step, desc=f"train {algo}", unit="step")
     card_train = dict(data_sequences=len(tr), data_tokens=sum(s["n"] - s["prompt_len"] for s in tr),
-                      recipe=asdict(tc))
+                      recipe=asdict(tc), device=device_name(dev))
+    if warm_start:
+        card_train["warm_start"] = warm_start
 
     def save():
         el = elapsed + time.perf_counter() - t_start
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": el,
-                    "positions": seen, "cfg": json.dumps(cfg.to_dict()), "vocab_ids": vocab_ids},
+                    "positions": seen, "cfg": json.dumps(cfg.to_dict()), "vocab_ids": vocab_ids,
+                    **({"warm_start": warm_start} if warm_start else {})},
                    str(ckpt_path) + ".tmp")
         Path(str(ckpt_path) + ".tmp").replace(ckpt_path)
         if out is not None:

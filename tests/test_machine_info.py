@@ -98,3 +98,12 @@ def test_read_probe_keeps_one_buffer_and_reads_it_on_call():
     assert probe(repeats=1) > 1e8                                    # bytes/s: any machine reads 0.1 GB/s
     with pytest.raises(ValueError, match="read"):
         probe(repeats=0)
+
+
+def test_the_fingerprint_names_the_openmp_spin(monkeypatch):
+    """A bench run records the OpenMP spin its process chose (a short one slows 2-thread decoding)."""
+    from dspark_viz.evaluation.machine_info import machine_info
+
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1000")
+    info = machine_info()
+    assert info["omp_spincount"] == "1000" and info["torch_threads"] >= 1

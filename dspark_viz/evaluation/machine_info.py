@@ -1,7 +1,9 @@
 """What a benchmark ran on: the machine, the versions and the target's fast paths, as one flat dict.
 
 The dict is stored in every bench JSON as ``machine`` (its keys are read by other tools; keep them):
-cpu, cores, torch_threads, torch, transformers, python, platform; with a target also target, device,
+cpu, cores, torch_threads, omp_spincount (the process's GOMP_SPINCOUNT: settings.openmp_defaults picks a short spin
+when another process held a core at start, which slows 2-thread decoding), torch, transformers, python, platform;
+with a target also target, device,
 dtype, matmul (stock | lm-head-wxt | skinny-kernel), attention (sdpa | packed-gqa), layers
 (stock | lean | lean+fused), stack (with lean layers), draft_diagnostics (the neural drafters' chart-only top-k: off in the bench),
 bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tiles), gpu on CUDA;
@@ -46,7 +48,8 @@ def machine_info(target=None) -> dict:
     import transformers
 
     cpu, flags = tune.cpu_model_and_flags()
-    info = dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(), torch=torch.__version__,
+    info = dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(),
+                omp_spincount=os.environ.get("GOMP_SPINCOUNT"), torch=torch.__version__,
                 transformers=transformers.__version__, python=platform.python_version(),
                 platform=platform.platform(), cpu_flags=flags, default_dtype=tune.kept_default_dtype(DEFAULT_ID))
     llc = last_level_cache_bytes()

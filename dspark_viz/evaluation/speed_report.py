@@ -80,6 +80,7 @@ def format_table(rep: BenchReport) -> str:
               f"T = {st['temperature']}, max_new_tokens = {st['max_new_tokens']}, lookup γ = {st['gamma']}, "
               f"HF prompt_lookup_num_tokens = {st['hf_lookup_tokens']}",
               f"machine: {mi['cpu']} · {mi['cores']} cores · torch threads {mi['torch_threads']} · "
+              + (f"OpenMP spin {mi['omp_spincount']} · " if mi.get("omp_spincount") else "") +
               f"torch {mi['torch']} · transformers {mi['transformers']} · {mi.get('target', '')} "
               f"{mi.get('device', '')} {mi.get('dtype', '')} · matmuls {mi.get('matmul', 'stock')} · "
               f"attention {mi.get('attention', 'sdpa')} · layers {mi.get('layers', 'stock')}",
@@ -181,7 +182,8 @@ def markdown_report(reports: list[BenchReport], notes: list[str] | None = None) 
              "```", r0.command, "```", ""] + [x for n in (notes or []) for x in (n, "")] + [
              "| | |", "|---|---|",
              f"| CPU | {mi['cpu']} ({mi['cores']} cores{_llc(mi)}) |",
-             f"| torch threads | {mi['torch_threads']} |",
+             f"| torch threads | {mi['torch_threads']}"
+             + (f" (OpenMP spin {mi['omp_spincount']})" if mi.get("omp_spincount") else "") + " |",
              f"| versions | torch {mi['torch']}, transformers {mi['transformers']}, Python {mi['python']} |",
              f"| platform | {mi['platform']} |",
              f"| target | {mi.get('target', '')} on {mi.get('device', '')} |",

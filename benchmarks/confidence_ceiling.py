@@ -146,12 +146,14 @@ def run(args) -> None:
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 
-def shipped_sha(name: str) -> str:
-    """The sha256 on the shipped drafter card of ``name`` ("" where there is none)."""
+def measured_earlier(name: str, r: dict) -> bool:
+    """Whether drafter ``name``'s record ``r`` was measured on another file than the shipped card names (its
+    ``sha256`` prefix); False where no shipped card exists to compare with."""
     from dspark_viz.drafters.neural import ASSETS, SHIPPED
 
     card = ASSETS / f"{SHIPPED.get(name, name)}.json"
-    return json.loads(card.read_text()).get("sha256", "") if card.exists() else ""
+    now = json.loads(card.read_text()).get("sha256", "") if card.exists() else ""
+    return bool(now) and not now.startswith(r.get("sha256", ""))
 
 
 def markdown() -> list[str]:
@@ -168,10 +170,10 @@ def markdown() -> list[str]:
              "*Oracle* scores with Π c*_i itself: no score that knows the chance but not the draw ranks better. "
              "*Draft peak* is Π max p_d, which needs no training. In-distribution, so higher than the out-of-"
              "sample rollout AUROC above.", ""]
+    earlier = {name for name, r in d["drafters"].items() if measured_earlier(name, r)}
     for name, r in d["drafters"].items():
         g = len(r["survival"])
-        now = shipped_sha(name)
-        stale = "" if not now or now.startswith(r.get("sha256", "")) else \
+        stale = "" if name not in earlier else \
             (f"; measured on an earlier drafter file (sha256 {r.get('sha256', '?')}…), not the shipped one: rerun "
              "the script on the training feature cache")
         lines += [f"**{name}** ({r['blocks']} blocks{stale})", "",
@@ -191,7 +193,7 @@ def markdown() -> list[str]:
                   "at matched throughput):", "",
                   "| drafter | shipped head after STS | perfect head (c*) | oracle yardstick |", "|---|---|---|---|"]
         for n, r in sched.items():
-            if shipped_sha(n) and not shipped_sha(n).startswith(d["drafters"][n].get("sha256", "")):
+            if n in earlier:
                 n += " (earlier drafter file)"
             cell = lambda x: f"{x['throughput_gain_at_sla']:.3f} / {x['per_user_speedup_at_matched_throughput']:.3f}"  # noqa: E731
             lines.append(f"| {n} | {cell(r['shipped_head_sts'])} | {cell(r['perfect_head'])} | {cell(r['oracle'])} |")

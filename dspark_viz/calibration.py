@@ -178,6 +178,13 @@ def _scale(c: np.ndarray, t: float, b: float = 0.0) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(z / t + b)))
 
 
+def _scale_rows(c: np.ndarray, t: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``_scale`` of every position at once: c (…, γ), t and b (γ,) → (…, γ); a position with T = 1 and b = 0 keeps
+    its c exactly, as ``_scale`` does. The same elementwise operations as one ``_scale`` call per position."""
+    z = np.log(np.clip(c, EPS, 1 - EPS)) - np.log1p(-np.clip(c, EPS, 1 - EPS))
+    return np.where((t == 1.0) & (b == 0.0), c, 1.0 / (1.0 + np.exp(-(z / t + b))))
+
+
 @dataclass
 class STSCalibration(JSONRecord):
     RECORD = "an STS calibration"
@@ -198,8 +205,8 @@ class STSCalibration(JSONRecord):
         g = c.shape[-1]
         if g > len(self.temperatures):
             raise ValueError(f"conf has {g} positions but the calibration only covers {len(self.temperatures)}")
-        out = np.stack([_scale(c[..., i], t, self._b(i)) for i, t in enumerate(self.temperatures[:g])], axis=-1) \
-            if g else c.copy()
+        out = _scale_rows(c, np.asarray(self.temperatures[:g], dtype=float),
+                          np.asarray([self._b(i) for i in range(g)], dtype=float)) if g else c.copy()
         return out.tolist() if as_list else out
 
     def survival(self, conf) -> np.ndarray:

@@ -193,8 +193,19 @@ class ParallelBackbone(nn.Module):
         l0 = self.layers[0]
         return (x.device.type == "cpu" and x.dtype in fast.DTYPES and 1 <= x.shape[0] <= fast.MAX_ROWS
                 and not torch.is_grad_enabled() and x.shape[1] % 8 == 0 and self.head_dim % 16 == 0
-                and l0.mlp.gate_proj.weight.shape[0] % 8 == 0
-                and all(p.dtype == x.dtype and p.is_contiguous() for p in self.layers.parameters()))
+                and l0.mlp.gate_proj.weight.shape[0] % 8 == 0 and self._params_native(x.dtype))
+
+    def _params_native(self, dtype: torch.dtype) -> bool:
+        """Whether every layer parameter is a contiguous ``dtype`` tensor, kept per dtype until the parameters move
+        (``.to()`` gives the first and last a new storage; a loop over every parameter each round cost more than
+        a small draft's arithmetic)."""
+        first, last = self.layers[0].self_attn.q_proj.weight, self.layers[-1].mlp.down_proj.weight
+        key = (dtype, first.data_ptr(), first.dtype, last.data_ptr(), last.dtype)
+        kept = self.__dict__.get("_native_params")
+        if kept is None or kept[0] != key:
+            ok = all(p.dtype == dtype and p.is_contiguous() for p in self.layers.parameters())
+            kept = self.__dict__["_native_params"] = (key, ok)
+        return kept[1]
 
     def forward_block(self, x, start: int, ctx_kv, ext=None):
         """One inference block whose rows see the whole context and the whole block: x (γ, d) at positions

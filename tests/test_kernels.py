@@ -340,3 +340,20 @@ def test_native_markov_sample_is_the_python_slot_loop(ext, dtype):
         ext.markov_sample(U, W1, W2, 0, 0.0)
     with pytest.raises(RuntimeError, match="markov_sample"):
         ext.markov_sample(U, W1, W2, Vd + 5, 1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_prefetching_rows_ahead_changes_no_bit(ext, isa, dtype):
+    """The kernel's prefetch of weight rows ahead (3+ rows of x) moves no value: every product, at every width and in
+    every variant (fp32 rows, bf16 dot product or tiles, bf16 rows), is the same with it off."""
+    g = torch.Generator().manual_seed(11)
+    w = torch.randn(1536, 576, generator=g).to(dtype)                       # (O, I): many rows per thread
+    assert ext.prefetch()
+    for rows in range(1, 9):
+        x = torch.randn(rows, 576, generator=g).to(dtype)                   # (M, I)
+        on, on_rows = ext.skinny_linear(x, w), ext.skinny_linear_rows(x, w)
+        with kernels.no_prefetch(ext):
+            assert not ext.prefetch()
+            off, off_rows = ext.skinny_linear(x, w), ext.skinny_linear_rows(x, w)
+        assert torch.equal(on, off) and torch.equal(on_rows, off_rows), rows
+    assert ext.prefetch()

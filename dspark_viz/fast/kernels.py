@@ -183,6 +183,20 @@ def row_layout(ext):
         ext.skinny_linear = tiles
 
 
+@contextlib.contextmanager
+def no_prefetch(ext):
+    """Inside the block the kernel does not prefetch weight rows ahead for 3+ rows of x (A/B; the same bits)."""
+    if ext is None or not hasattr(ext, "set_prefetch"):
+        yield ext
+        return
+    was = ext.prefetch()
+    ext.set_prefetch(False)
+    try:
+        yield ext
+    finally:
+        ext.set_prefetch(was)
+
+
 def patch_linears(model: torch.nn.Module, ext, min_rows: int = MIN_ROWS) -> int:
     """Route every nn.Linear of ``model`` through the kernel when it applies (``ext`` None: only the wide bf16
     path); returns how many. From one row up by default: a decode step then computes what the same token

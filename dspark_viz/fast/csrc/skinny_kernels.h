@@ -44,6 +44,19 @@ inline void put(at::BFloat16* y, float v) { *y = at::BFloat16(v); }   // round t
 // the tile prefetches the weights PF_TILES tiles ahead itself (without it this layout lost to the rows).
 constexpr int64_t PF_TILES = 4;
 
+// Reading and arithmetic overlap badly from 3 rows of x up: while a thread multiplies the weight rows it holds into
+// every row of x, nothing fetches the rows it needs next, so the arithmetic adds to the reading (docs/roofline.md).
+// So the last pass over a weight row (or a group of them) prefetches, into L2, the row PF_AHEAD ahead in its stream,
+// as fast as it reads its own (the row layout and the bf16 dot product; the AVX2 tiles prefetch in their own way,
+// PF_TILES). 1–2 rows of x are bound by the reading alone and take no prefetch (it measured no faster). A prefetch
+// moves no value: the bits stay the same (prefetch_on, set_prefetch: A/B).
+constexpr int64_t PF_AHEAD = 4;
+constexpr int PF_MIN_ROWS = 3;
+inline bool& prefetch_on() {
+  static bool v = true;
+  return v;
+}
+
 template <int NO, int MB, typename T>
 __attribute__((noinline)) void tile(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o, int64_t m0) {
   const int64_t Iv = I - I % 8;
@@ -110,7 +123,7 @@ constexpr int ACC = 4;
 
 template <int G, int NR, typename T>
 __attribute__((always_inline)) inline void stream_group(const float* x, const T* const* ws, T* const* ys, int64_t I,
-                                                        int64_t O) {
+                                                        int64_t O, const T* ahead = nullptr) {
   constexpr int64_t step = 8 * ACC;
   const int64_t Iu = I - I % step;
   __m256 acc[NR][ACC][G];
@@ -118,6 +131,9 @@ __attribute__((always_inline)) inline void stream_group(const float* x, const T*
     for (int u = 0; u < ACC; ++u)
       for (int m = 0; m < G; ++m) acc[r][u][m] = _mm256_setzero_ps();
   for (int64_t i = 0; i < Iu; i += step) {
+    if (ahead != nullptr)                              // the row PF_AHEAD on, step · sizeof(T) bytes, into L2
+      for (int64_t b = 0; b < step * static_cast<int64_t>(sizeof(T)); b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + i) + b, _MM_HINT_T1);
     for (int r = 0; r < NR; ++r)
       for (int u = 0; u < ACC; ++u) {
         const __m256 wv = load8(ws[r] + i + 8 * u);
@@ -149,12 +165,14 @@ void stream_rows(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t
     }
     o = o0 + 2 * q;
   }
+  const bool fetch = M >= PF_MIN_ROWS && prefetch_on();
   for (; o < o1; ++o) {
     const T* ws[1] = {W + o * I};
     T* ys[3] = {y + o, y + 3 * O + o, y + 6 * O + o};
-    stream_group<(M < 3 ? M : 3), 1>(x, ws, ys, I, O);
-    if constexpr (M > 3) stream_group<(M < 6 ? M - 3 : 3), 1>(x + 3 * I, ws, ys + 1, I, O);
-    if constexpr (M > 6) stream_group<M - 6, 1>(x + 6 * I, ws, ys + 2, I, O);
+    const T* ahead = fetch && o + PF_AHEAD < o1 ? W + (o + PF_AHEAD) * I : nullptr;    // by the row's last group
+    stream_group<(M < 3 ? M : 3), 1>(x, ws, ys, I, O, M <= 3 ? ahead : nullptr);
+    if constexpr (M > 3) stream_group<(M < 6 ? M - 3 : 3), 1>(x + 3 * I, ws, ys + 1, I, O, M <= 6 ? ahead : nullptr);
+    if constexpr (M > 6) stream_group<M - 6, 1>(x + 6 * I, ws, ys + 2, I, O, ahead);
   }
 }
 
@@ -168,7 +186,8 @@ constexpr int ACC512 = 4;
 
 template <int G, int NR>
 __attribute__((target("avx512f"), always_inline)) inline void stream_group512(const float* x, const float* const* ws,
-                                                                              float* const* ys, int64_t I, int64_t O) {
+                                                                              float* const* ys, int64_t I, int64_t O,
+                                                                              const float* ahead = nullptr) {
   constexpr int64_t step = 16 * ACC512;
   const int64_t Iu = I - I % step;
   __m512 acc[NR][ACC512][G];
@@ -176,6 +195,9 @@ __attribute__((target("avx512f"), always_inline)) inline void stream_group512(co
     for (int u = 0; u < ACC512; ++u)
       for (int m = 0; m < G; ++m) acc[r][u][m] = _mm512_setzero_ps();
   for (int64_t i = 0; i < Iu; i += step) {
+    if (ahead != nullptr)                              // the row PF_AHEAD on, step · 4 bytes, into L2
+      for (int64_t b = 0; b < step * 4; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + i) + b, _MM_HINT_T1);
     for (int r = 0; r < NR; ++r)
       for (int u = 0; u < ACC512; ++u) {
         const __m512 wv = _mm512_loadu_ps(ws[r] + i + 16 * u);
@@ -211,13 +233,15 @@ __attribute__((target("avx512f"))) void stream_rows512(const float* x, const flo
     }
     o = o0 + NR * q;
   }
+  const bool fetch = M >= PF_MIN_ROWS && prefetch_on();
   for (; o < o1; ++o) {
     const float* ws[1] = {W + o * I};
     float* ys[1] = {y + o};
-    stream_group512<(M < 4 ? M : 4), 1>(x, ws, ys, I, O);
+    const float* ahead = fetch && o + PF_AHEAD < o1 ? W + (o + PF_AHEAD) * I : nullptr;  // by the row's last group
+    stream_group512<(M < 4 ? M : 4), 1>(x, ws, ys, I, O, M <= 4 ? ahead : nullptr);
     if constexpr (M > 4) {
       float* ys2[1] = {y + 4 * O + o};
-      stream_group512<M - 4, 1>(x + 4 * I, ws, ys2, I, O);
+      stream_group512<M - 4, 1>(x + 4 * I, ws, ys2, I, O, ahead);
     }
   }
 }
@@ -252,7 +276,8 @@ constexpr int ACC_BF16 = 2;
 // y of weight row r, x row m at ys[r] + m·O.
 template <int M, int NR>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void dot_group_bf16(
-    const uint16_t* xb, const at::BFloat16* const* ws, at::BFloat16* const* ys, int64_t I, int64_t O) {
+    const uint16_t* xb, const at::BFloat16* const* ws, at::BFloat16* const* ys, int64_t I, int64_t O,
+    const at::BFloat16* const* ahead = nullptr) {
   constexpr int64_t step = 32 * ACC_BF16;
   const int64_t Iv = I - I % step;
   __m512 acc[NR][ACC_BF16][M];
@@ -260,6 +285,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline voi
     for (int u = 0; u < ACC_BF16; ++u)
       for (int m = 0; m < M; ++m) acc[r][u][m] = _mm512_setzero_ps();
   for (int64_t i = 0; i < Iv; i += step) {
+    if (ahead != nullptr)                              // the rows PF_AHEAD on, step · 2 bytes each, into L2
+      for (int r = 0; r < NR; ++r)
+        for (int64_t b = 0; b < step * 2; b += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(ahead[r] + i) + b, _MM_HINT_T1);
     for (int r = 0; r < NR; ++r)
       for (int u = 0; u < ACC_BF16; ++u) {
         const __m512bh wv = (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(ws[r] + i + 32 * u));
@@ -285,12 +314,13 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline voi
 // time, the weight rows read again from L1 for each later pair.
 template <int M, int NR>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void dot_pairs_bf16(
-    const uint16_t* xb, const at::BFloat16* const* ws, at::BFloat16* const* ys, int64_t I, int64_t O) {
-  dot_group_bf16<(M < 2 ? M : 2), NR>(xb, ws, ys, I, O);
+    const uint16_t* xb, const at::BFloat16* const* ws, at::BFloat16* const* ys, int64_t I, int64_t O,
+    const at::BFloat16* const* ahead = nullptr) {                       // prefetched by the last pair's pass
+  dot_group_bf16<(M < 2 ? M : 2), NR>(xb, ws, ys, I, O, M <= 2 ? ahead : nullptr);
   if constexpr (M > 2) {
     at::BFloat16* next[NR];
     for (int r = 0; r < NR; ++r) next[r] = ys[r] + 2 * O;
-    dot_pairs_bf16<M - 2, NR>(xb + 2 * I, ws, next, I, O);
+    dot_pairs_bf16<M - 2, NR>(xb + 2 * I, ws, next, I, O, ahead);
   }
 }
 
@@ -309,12 +339,15 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void dot_rows_bf16(const 
   constexpr int NR = M == 3 ? 2 : 4;
   int64_t o = o0;
   const int64_t q = (o1 - o0) / NR;
+  const bool fetch = M >= PF_MIN_ROWS && prefetch_on();
   for (; o < o0 + q; ++o) {
     const at::BFloat16* ws[NR];
+    const at::BFloat16* next[NR];
     at::BFloat16* ys[NR];
-    for (int r = 0; r < NR; ++r) ws[r] = W + (o + r * q) * I, ys[r] = y + o + r * q;
-    if constexpr (M == 3) dot_group_bf16<3, NR>(xb, ws, ys, I, O);
-    else dot_pairs_bf16<M, NR>(xb, ws, ys, I, O);
+    for (int r = 0; r < NR; ++r) ws[r] = W + (o + r * q) * I, next[r] = ws[r] + PF_AHEAD * I, ys[r] = y + o + r * q;
+    const at::BFloat16* const* ahead = fetch && o + PF_AHEAD < o0 + q ? next : nullptr;   // within each stream
+    if constexpr (M == 3) dot_group_bf16<3, NR>(xb, ws, ys, I, O, ahead);
+    else dot_pairs_bf16<M, NR>(xb, ws, ys, I, O, ahead);
   }
   for (o = o0 + NR * q; o < o1; ++o) {                                    // the rows left over
     const at::BFloat16* ws[1] = {W + o * I};

@@ -48,9 +48,16 @@ void set_isa(const std::string& name) {
   isa_choice() = name == "avx512" ? 1 : 0;
 }
 
+// Whether the kernel prefetches the weight rows ahead from 3 rows of x up (skinny_kernels.h, PF_AHEAD; on by default,
+// the same bits either way: bench_matmul.py --what prefetch times it).
+bool prefetch() { return prefetch_on(); }
+void set_prefetch(bool on) { prefetch_on() = on; }
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("isa", &isa, "the kernel variant in use: avx512+bf16 / avx512 where the CPU has it, else avx2");
   m.def("set_isa", &set_isa, "choose the kernel variant (avx2 or avx512; avx512 falls back to avx2 without it)");
+  m.def("prefetch", &prefetch, "whether the kernel prefetches weight rows ahead (3+ rows of x)");
+  m.def("set_prefetch", &set_prefetch, "switch that prefetch on or off (A/B; the bits are the same)");
   m.def("skinny_linear", &skinny_linear, "y = x·Wᵀ for 1..8 rows of x (fp32 or bf16, AVX2)");
   m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B: bf16 otherwise takes tiles)");
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");

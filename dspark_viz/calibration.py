@@ -170,19 +170,15 @@ def rollouts_from_traces(traces) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 # -- STS -----------------------------------------------------------------------------------------
-def _scale(c: np.ndarray, t: float, b: float = 0.0) -> np.ndarray:
-    """σ(logit(c) / T + b); exactly the identity at T = 1, b = 0. Increasing in c for every T > 0."""
-    if t == 1.0 and b == 0.0:
+def _scale(c: np.ndarray, t, b=0.0) -> np.ndarray:
+    """σ(logit(c) / T + b); exactly the identity where T = 1 and b = 0. Increasing in c for every T > 0. t and b
+    broadcast against c: one position's (scalars), or every position's at once ((γ,) against c (…, γ))."""
+    t, b = np.asarray(t, dtype=float), np.asarray(b, dtype=float)
+    keep = (t == 1.0) & (b == 0.0)
+    if keep.all():
         return c
     z = np.log(np.clip(c, EPS, 1 - EPS)) - np.log1p(-np.clip(c, EPS, 1 - EPS))
-    return 1.0 / (1.0 + np.exp(-(z / t + b)))
-
-
-def _scale_rows(c: np.ndarray, t: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``_scale`` of every position at once: c (…, γ), t and b (γ,) → (…, γ); a position with T = 1 and b = 0 keeps
-    its c exactly, as ``_scale`` does. The same elementwise operations as one ``_scale`` call per position."""
-    z = np.log(np.clip(c, EPS, 1 - EPS)) - np.log1p(-np.clip(c, EPS, 1 - EPS))
-    return np.where((t == 1.0) & (b == 0.0), c, 1.0 / (1.0 + np.exp(-(z / t + b))))
+    return np.where(keep, c, 1.0 / (1.0 + np.exp(-(z / t + b))))
 
 
 @dataclass
@@ -205,8 +201,7 @@ class STSCalibration(JSONRecord):
         g = c.shape[-1]
         if g > len(self.temperatures):
             raise ValueError(f"conf has {g} positions but the calibration only covers {len(self.temperatures)}")
-        out = _scale_rows(c, np.asarray(self.temperatures[:g], dtype=float),
-                          np.asarray([self._b(i) for i in range(g)], dtype=float)) if g else c.copy()
+        out = np.array(_scale(c, self.temperatures[:g], [self._b(i) for i in range(g)])) if g else c.copy()
         return out.tolist() if as_list else out
 
     def survival(self, conf) -> np.ndarray:

@@ -250,8 +250,6 @@ class HardwareAware(_StaleCapacity, Policy):
 
     def choose(self, conf, sps=None, *, explain=True) -> Schedule:
         sps = sps if sps is not None else gpu_like()
-        if len(conf) == 1 and self.early_stop and not self.floor_lag and conf[0] is not None:
-            return self._one_request(conf, sps, explain)
         a_list = _surv_list(conf, self.name)
         K = self.stale_K(conf, sps) if self.floor_lag else None
         r, j, a, B, tau, theta, theta0 = greedy_path(a_list, sps)
@@ -263,38 +261,6 @@ class HardwareAware(_StaleCapacity, Policy):
             info["floor_K"] = K
         return _finish(ell, conf, sps, a_list, path=_path_dicts(r, j, a, B, tau, theta, n) if explain else [],
                        stop_at=stop, info=info)
-
-
-    def _one_request(self, conf, sps: SPSProfile, explain: bool) -> Schedule:
-        """``choose`` for one request (the decode loop's every round), the same Schedule bit for bit without the
-        batch machinery: its candidates are its slots in order (a is non-increasing, ties go to the smaller j), so
-        the sort is the identity; survivals and τ are the same running product and sum in the same order, Θ uses
-        one call of the profile over the path (tests/test_scheduler.py compares the two on random blocks)."""
-        c = checked(conf[0]).tolist()
-        a, run = [], 1.0
-        for x in c:                                      # a_j = Π_{i≤j} c_i, as np.cumprod
-            run *= x
-            a.append(run)
-        cand = [x for x in a if x > 0]                   # a non-increasing: the positive ones lead
-        m = len(cand)
-        B = list(range(2, m + 2))                        # (M,) 1 + j
-        tau, acc = [], 0.0
-        for x in cand:                                   # 1 + cumsum(a)
-            acc += x
-            tau.append(1 + acc)
-        theta = (np.asarray(tau) * np.asarray(sps(np.asarray(B)), dtype=float)).tolist() if m else []
-        theta0 = float(sps(1))
-        n, prev = m, theta0
-        for i, t in enumerate(theta):                    # the first non-improvement stops admission
-            if t <= prev:
-                n = i
-                break
-            prev = t
-        stop = n if n < m else None
-        info = dict(theta0=theta0, B0=1, profile=sps.name, admitted=n, candidates=m)
-        path = [dict(r=0, j=i + 1, a=cand[i], B=B[i], tau=tau[i], theta=theta[i], admitted=i < n)
-                for i in range(m)] if explain else []
-        return _finish([n], conf, sps, [np.asarray(a)], path=path, stop_at=stop, info=info)
 
 
 class AsyncGlobal(_StaleCapacity, Policy):

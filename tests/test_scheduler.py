@@ -377,30 +377,3 @@ def test_hardware_aware_refuses_the_silently_clipped_case():
     with pytest.raises(ValueError, match="probabilities"):
         HardwareAware().choose([[1.5, 0.2]], gpu_like())
 
-
-def test_one_request_schedule_is_the_batch_machinerys_bit_for_bit():
-    """The decode loop's one-request shortcut (HardwareAware._one_request) gives the Schedule the general path
-    (sorted candidates, greedy path, admission, lengths) gives, every float equal, on random and edge blocks."""
-    from dspark_viz.scheduler import _finish, _lengths, _path_dicts, _surv_list
-
-    def general(c, sps):
-        a_list = _surv_list([c], "hardware-aware")
-        r, j, a, B, tau, theta, theta0 = greedy_path(a_list, sps)
-        n = admitted_count(theta, theta0)
-        info = dict(theta0=theta0, B0=1, profile=sps.name, admitted=n, candidates=int(len(a)))
-        return _finish(_lengths(1, r, n), [c], sps, a_list, path=_path_dicts(r, j, a, B, tau, theta, n),
-                       stop_at=n if n < len(a) else None, info=info)
-
-    rng = np.random.default_rng(7)
-    profiles = [gpu_like(), jagged()] + [smooth_profile(rng) for _ in range(3)] + [stair_profile(rng) for _ in range(3)]
-    blocks = [[1.0] * 7, [0.0] * 7, [0.5] * 8, [0.9, 0.0, 0.8], [1.0, 1.0, 0.0, 1.0], [0.3]]
-    for _ in range(400):
-        g = int(rng.choice([1, 3, 7, 8, 12]))
-        c = rng.random(g)
-        if rng.random() < 0.3:
-            c = rng.choice([0.0, 0.5, 1.0, float(rng.random())], g)
-        blocks.append(c.tolist())
-    for c in blocks:
-        for sps in profiles:
-            fast, ref = HardwareAware().choose([c], sps).to_dict(), general(c, sps).to_dict()
-            assert repr(fast) == repr(ref), (c, sps.name)

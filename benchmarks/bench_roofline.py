@@ -80,7 +80,8 @@ def main() -> None:
     llc = last_level_cache_bytes() or FALLBACK_LLC
     rows = max(64, int(llc // 2 // (d * esize)) // 64 * 64)
     hot = torch.randn(rows, d).to(dt)                                           # (rows, d): fits the cache
-    n_cold = max(8, -(-4 * llc // (rows * d * esize)))
+    hot_bytes = rows * d * esize
+    n_cold = max(8, -(-4 * llc // hot_bytes))
     cold = [torch.randn(rows, d).to(dt) for _ in range(n_cold)]                 # n_cold × (rows, d): does not
     xs = {n: torch.randn(n, d).to(dt) for n in WIDTHS}                           # (n, d)
     ids = (target.encode("The quick brown fox jumps over the lazy dog. ") * a.context)[:a.context]
@@ -98,7 +99,7 @@ def main() -> None:
         t0 = time.perf_counter()
         for w in cold:
             ext.skinny_linear(xs[1], w)
-        return n_cold * rows * d * esize / (time.perf_counter() - t0)
+        return n_cold * hot_bytes / (time.perf_counter() - t0)
 
     for n in WIDTHS:                                                            # warm-up: every call once
         forward(n)
@@ -109,7 +110,7 @@ def main() -> None:
     rounds = []
     for r in range(a.repeats):
         order = WIDTHS if r % 2 == 0 else tuple(reversed(WIDTHS))
-        with tune.run_on(target.model, target.paths.at(1)):
+        with tune.run_on(target.model, path):
             rec = {"read_GBps": probe(3) / 1e9, "stream_GBps": stream() / 1e9, "weights_per_s": {}, "forward_ms": {}}
         for n in order:
             with tune.run_on(target.model, target.paths.at(n)):              # the instruction set n tokens take
@@ -137,10 +138,9 @@ def main() -> None:
         isa = ext.isa()                                                         # inside: the variant this path runs
     isa = isa.replace("+bf16", "") if a.dtype == "fp32" else isa           # the bf16 dot product serves bf16 only
     print(f"\n{target.name} at {a.dtype}, {a.threads} threads, path {path} (kernel {isa}): {nbytes / 1e6:.0f} MB of "
-          f"weights "
-          f"per forward; read {read:.1f} GB/s (rounds {min(reads):.1f}–{max(reads):.1f}), the kernel streaming "
+          f"weights per forward; read {read:.1f} GB/s (rounds {min(reads):.1f}–{max(reads):.1f}), the kernel streaming "
           f"{med(streams):.1f} GB/s at n = 1 ({min(streams):.1f}–{max(streams):.1f}); arithmetic on a "
-          f"{rows * d * esize / 2 ** 20:.1f} MiB matrix (last-level cache {llc / 2 ** 20:.0f} MiB)")
+          f"{hot_bytes / 2 ** 20:.1f} MiB matrix (last-level cache {llc / 2 ** 20:.0f} MiB)")
     print("| n | memory floor ms | arithmetic floor ms | forward ms | ÷ larger floor | ÷ both floors added | bound |")
     print("|---|---|---|---|---|---|---|")
     for t in table:
@@ -149,7 +149,7 @@ def main() -> None:
     if a.json:
         out = dict(command="python benchmarks/bench_roofline.py " + " ".join(sys.argv[1:]), machine=machine_info(target),
                    dtype=a.dtype, threads=a.threads, context=a.context, weight_MB=nbytes / 1e6,
-                   hot_matrix_MiB=rows * d * esize / 2 ** 20, llc_MiB=llc / 2 ** 20, kernel_isa=isa, path=path,
+                   hot_matrix_MiB=hot_bytes / 2 ** 20, llc_MiB=llc / 2 ** 20, kernel_isa=isa, path=path,
                    table=table, rounds=rounds)
         Path(a.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
         print(f"wrote {a.json}")

@@ -26,7 +26,7 @@ from dspark_viz.datasets.prompts import load_prompts  # noqa: E402
 from dspark_viz.decode import speculative_generate  # noqa: E402
 from dspark_viz.drafters import load_drafter, speed_only  # noqa: E402
 from dspark_viz.fast.tune import cpu_model_and_flags  # noqa: E402
-from dspark_viz.model.profile import profile_for  # noqa: E402
+from dspark_viz.cost import profile_for  # noqa: E402
 from dspark_viz.model.target import load_target  # noqa: E402
 from dspark_viz.scheduler import HardwareAware  # noqa: E402
 from dspark_viz.settings import assets  # noqa: E402

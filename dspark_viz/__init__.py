@@ -28,9 +28,7 @@ from . import settings
 
 settings.openmp_defaults()       # before anything below loads torch (and its OpenMP runtime)
 
-from . import metrics, moved  # noqa: E402
-
-moved.install()                  # earlier module names (dspark_viz.trace_store, dspark_viz.ui.widgets, …) keep working
+from . import metrics  # noqa: E402
 
 _HOME = {                        # public name → the module it lives in
     "STSCalibration": "calibration",

@@ -8,7 +8,8 @@ the last two points. Synthetic profiles: ``gpu_like`` (smooth: flat until ~100 t
 a decode step of a small model on a data-centre GPU) and ``jagged`` (the same curve seen through
 CUDA-graph batch buckets: B is padded up to the next bucket, so step time is a staircase). Measured
 profiles ship in ``assets/profiles`` (``dspark-viz profile`` writes them; serving.measure times a target);
-which one a loaded target schedules with is ``model.profile.profile_for``.
+which one a loaded target schedules with is ``profile_for`` (below: it reads the target's device, dtype and
+matmul path by name, so it imports nothing of the model).
 
 A core module: the policies (scheduler.py) read it, and it reads nothing of the package but the settings and
 the JSON record helpers.
@@ -142,3 +143,28 @@ def named_profile(name: str) -> SPSProfile:
     if key.endswith(".json") and Path(name).exists():
         return SPSProfile.load(name)
     raise ValueError(f"unknown SPS profile {name!r}; valid names: {', '.join(PROFILE_NAMES)} (or a .json path)")
+
+
+# -- which profile a loaded target schedules with ------------------------------------------------
+def cpu_profile_file(dtype: str = "float32", matmul: str = "skinny-kernel") -> Path:
+    """Where the measured CPU curve for this setup lives: cpu.json (fp32 with the few-row kernel, the default
+    setup), cpu-stock.json (fp32, stock matmuls: DSPARK_SKINNY=0 or no compiler), cpu-bf16.json and
+    cpu-bf16-stock.json (bf16 with / without the kernel). Each is written by `dspark-viz profile` run under
+    that setup; the costs differ enough to change ℓ."""
+    dt = str(dtype).replace("torch.", "")
+    stem = "cpu-bf16" if dt in ("bfloat16", "bf16") else "cpu"
+    return PROFILE_DIR / (f"{stem}.json" if matmul == "skinny-kernel" else f"{stem}-stock.json")
+
+
+def profile_for(target) -> SPSProfile:
+    """The profile single-user decoding schedules with for this target: on CPU the measured curve of its
+    dtype and matmul path (``target.paths.matmul``; falling back to cpu.json), else the synthetic GPU-like
+    curve. A target without a paths record (a toy) counts as the default setup."""
+    device = str(getattr(target, "device", "cpu"))
+    if device.startswith("cpu"):
+        matmul = getattr(getattr(target, "paths", None), "matmul", "skinny-kernel")
+        path = cpu_profile_file(str(getattr(target, "dtype", "float32")), matmul)
+        for p in (path, PROFILE_DIR / "cpu.json"):
+            if p.exists():
+                return SPSProfile.load(p)
+    return gpu_like()

@@ -7,7 +7,7 @@ Legend: γ block size, ℓ verified length, m accepted drafts, V vocabulary, T t
     rounds.trace                  # the Trace built so far (complete after the loop)
 
 ``drafter=None`` is plain autoregressive decoding through the same wrapper (rounds with ℓ = 0).
-Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (model.profile.profile_for) for a
+Default policy: HardwareAware (Algorithm 1, R = 1) on the target's profile (cost.profile_for) for a
 drafter with a confidence head, FixedLength(γ) for one without.
 
 ``fallback``: the speculation gate (gate.SpeculationGate) in front of the policy: a round it skips drafts nothing
@@ -24,7 +24,7 @@ import torch
 
 from . import settings
 from .gate import SpeculationGate
-from .model.profile import profile_for
+from .cost import profile_for
 from .protocol import Context, Drafter
 from .sampling import probs_from_logits, sample, verify_block, verify_greedy
 from .scheduler import FixedLength, HardwareAware

@@ -33,7 +33,8 @@ from dspark_viz.drafters import LookupDrafter, RandomDrafter  # noqa: E402
 from dspark_viz.model.toy import tiny_llama_target  # noqa: E402
 from dspark_viz.scheduler import HardwareAware  # noqa: E402
 from dspark_viz.trace import Trace  # noqa: E402
-from dspark_viz.ui.app.live import live_decode, live_policy  # noqa: E402
+from dspark_viz.background import live_policy  # noqa: E402
+from dspark_viz.ui.app.live import live_decode  # noqa: E402
 from dspark_viz.ui.app.playground import playground_view  # noqa: E402
 from dspark_viz.ui.app.resources import DRAFTER_ORDER, build_calibration, load_recorded  # noqa: E402
 from dspark_viz.ui.inputs import prepare_prompt  # noqa: E402

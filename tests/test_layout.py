@@ -7,6 +7,7 @@ transformers) are not the package's own and are not checked here.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def test_no_import_cycles():
 
 
 def test_the_package_imports_modules_by_their_homes():
-    """Inside the package every import names a module that exists (an earlier name, moved.MOVED, is for users)."""
+    """Inside the package every import names a module that exists."""
     bad = {m: sorted(b for b in _imported_bases(m) if b not in MODULES) for m in MODULES}
     assert not {m: b for m, b in bad.items() if b}
 
@@ -91,7 +92,7 @@ def _within(mod: str, *prefixes: str) -> bool:
 
 
 # The layers, bottom up (docs/architecture.md). The package root (dspark_viz/__init__.py) is the public API and
-# imports from every layer; moved.py maps earlier module names to their homes.
+# imports from every layer.
 P = "dspark_viz."
 CORE = tuple(P + m for m in ("settings", "records", "trace", "sampling", "protocol", "cost", "scheduler",
                              "gate", "background", "calibration", "metrics", "exact", "decode", "paper"))
@@ -104,7 +105,7 @@ FACES = (P + "viz", P + "ui", P + "cli")
 
 
 def test_every_module_has_a_layer():
-    layered = CORE + MODEL + DRAFTERS + DATA_IO + SERVING + ABOVE_DRAFTERS + FACES + (P + "moved",)
+    layered = CORE + MODEL + DRAFTERS + DATA_IO + SERVING + ABOVE_DRAFTERS + FACES
     assert not sorted(m for m in MODULES if m != "dspark_viz" and not _within(m, *layered))
 
 
@@ -118,9 +119,8 @@ def test_core_model_and_drafters_import_nothing_above_them(mod):
 
 @pytest.mark.parametrize("mod", [m for m in MODULES if _within(m, *CORE)])
 def test_the_core_loads_no_drafter_and_no_kernel(mod):
-    """The core reads a target only through the per-target profile lookup, which imports nothing of the model."""
-    bad = sorted(m for m in _reaches(mod) if _within(m, *DRAFTERS, P + "fast", P + "model")
-                 and m not in (P + "model", P + "model.profile"))
+    """The core reads a target only by duck typing (cost.profile_for reads its device, dtype and paths by name)."""
+    bad = sorted(m for m in _reaches(mod) if _within(m, *DRAFTERS, P + "fast", P + "model"))
     assert not bad, f"{mod} reaches {bad}"
 
 
@@ -133,7 +133,7 @@ def test_importing_the_core_loads_only_the_core():
     assert run.returncode == 0, run.stderr[-2000:]
     loaded = run.stdout.split()
     assert "dspark_viz.decode" in loaded and "dspark_viz.protocol" in loaded
-    assert all(_within(m, *CORE, P + "model.profile", P + "model", P + "moved") or m == "dspark_viz" for m in loaded), loaded
+    assert all(_within(m, *CORE) or m == "dspark_viz" for m in loaded), loaded
 
 
 @pytest.mark.parametrize("mod", [P + "scheduler", P + "gate", P + "calibration", P + "background", P + "cost"])
@@ -181,21 +181,17 @@ def test_only_the_fast_path_touches_the_kernels():
     assert not bad, f"modules reaching into fast/ past its door: {bad}"
 
 
-def test_earlier_module_names_are_the_modules_at_their_homes():
-    import importlib
-
-    from dspark_viz.moved import MOVED
-
-    for old, new in MOVED.items():
-        assert new in MODULES, f"{old} → {new}: no such module"
-        assert old not in MODULES, f"{old} is still a file: one home per module"
-        assert importlib.import_module(old) is importlib.import_module(new), old
-    import dspark_viz as dv
-    from dspark_viz import protocol
-    from dspark_viz.drafters.base import Drafter
-    from dspark_viz.model import profile
-    from dspark_viz.serving.profile import SPSProfile, profile_for
-    assert dv.SPSProfile is SPSProfile and Drafter is protocol.Drafter and profile_for is profile.profile_for
+def test_no_compatibility_aliases():
+    """One name per module: no finder for earlier module names, no module that only re-exports another."""
+    assert not (PKG / "moved.py").exists()
+    for old in ("trace_store", "synthetic", "evaluate", "machine", "prompts", "bench"):
+        assert importlib.util.find_spec(f"dspark_viz.{old}") is None, old
+    for mod, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        body = [n for n in tree.body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        only_imports = all(isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Assign)
+                           and [getattr(t, "id", "") for t in n.targets] == ["__all__"]) for n in body)
+        assert path.name == "__init__.py" or not only_imports or not body, f"{mod} only re-exports"
 
 
 def test_pyproject_lists_every_package():

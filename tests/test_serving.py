@@ -10,7 +10,6 @@ import torch
 
 from dspark_viz import cost
 from dspark_viz.cost import SPSProfile, gpu_like, jagged, named_profile
-from dspark_viz.model import profile
 from dspark_viz.scheduler import AsyncGlobal, FixedLength, HardwareAware, StaticThreshold
 from dspark_viz.serving import simulate as sim
 from dspark_viz.serving.measure import default_batches, measure_profile
@@ -87,14 +86,14 @@ def test_profile_for_picks_the_curve_of_the_targets_setup(tmp_path, monkeypatch)
     stock = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, paths=plain)
     bf16 = SimpleNamespace(device=torch.device("cpu"), dtype=torch.bfloat16, paths=kernel)
     gpu = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.bfloat16, paths=plain)
-    assert profile.profile_for(fp32).name == "gpu-like"                    # nothing measured yet
+    assert cost.profile_for(fp32).name == "gpu-like"                    # nothing measured yet
     SPSProfile("kernel", [1, 2], [50.0, 49.0], device="cpu").save(tmp_path / "cpu.json")
-    assert profile.profile_for(bf16).name == "kernel"                      # falls back to cpu.json
+    assert cost.profile_for(bf16).name == "kernel"                      # falls back to cpu.json
     SPSProfile("bf16", [1, 2], [40.0, 30.0], device="cpu").save(tmp_path / "cpu-bf16.json")
     SPSProfile("stock", [1, 2], [50.0, 30.0], device="cpu").save(tmp_path / "cpu-stock.json")
-    assert [profile.profile_for(t).name for t in (fp32, stock, bf16, gpu)] == ["kernel", "stock", "bf16", "gpu-like"]
-    assert profile.cpu_profile_file("bf16").name == "cpu-bf16.json"
-    assert profile.cpu_profile_file("torch.bfloat16", "stock").name == "cpu-bf16-stock.json"
+    assert [cost.profile_for(t).name for t in (fp32, stock, bf16, gpu)] == ["kernel", "stock", "bf16", "gpu-like"]
+    assert cost.cpu_profile_file("bf16").name == "cpu-bf16.json"
+    assert cost.cpu_profile_file("torch.bfloat16", "stock").name == "cpu-bf16-stock.json"
 
 
 def test_default_batches():

@@ -13,7 +13,7 @@ from ..drafters import NEURAL, load_drafter
 from ..evaluation import dtype_choice
 from ..evaluation.machine_info import floor_ms, read_bandwidth, weight_bytes
 from ..model import target as model_target
-from ..model.profile import cpu_profile_file
+from ..cost import cpu_profile_file
 from ..scheduler import HardwareAware
 from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
 from ..serving.measure import measure_draft_costs, measure_profile

@@ -1,12 +1,12 @@
 """Drafters: prompt lookup, a random test drafter, and the neural family (DSpark, DFlash, EAGLE).
 
-Every drafter implements the protocol of ``dspark_viz.protocol`` (re-exported here); ``load_drafter`` is the one
+Every drafter implements the protocol of ``dspark_viz.protocol``; ``load_drafter`` is the one
 way in by name. The names come from one table, ``config.SHIPPED``.
 """
 from __future__ import annotations
 
-from ..model.profile import profile_for
-from ..protocol import Context, Draft, Drafter
+from ..cost import profile_for
+from ..protocol import Drafter
 from .config import ALGOS
 from .deepspec import load_deepspec
 from .deepspec_config import is_drafter_dir
@@ -56,5 +56,5 @@ def speed_only(drafter: Drafter) -> Drafter:
     return drafter
 
 
-__all__ = ["Context", "Draft", "Drafter", "HybridDrafter", "LookupDrafter", "NAMES", "NEURAL", "RandomDrafter",
+__all__ = ["HybridDrafter", "LookupDrafter", "NAMES", "NEURAL", "RandomDrafter",
            "load_drafter", "speed_only"]

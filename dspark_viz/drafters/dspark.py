@@ -17,7 +17,6 @@ from ..sampling import probs_from_logits, sample
 from .backbone import ParallelBackbone
 from .config import DrafterConfig
 from .heads import ConfidenceHead, make_head
-from .neural_drafter import NeuralDrafter  # noqa: F401  (its earlier home; drafters/neural_drafter.py)
 
 DIAG_TOPK = 8
 

@@ -20,7 +20,7 @@ from ..decode import speculative_generate
 from ..drafters import load_drafter, speed_only
 from ..fast import tune
 from ..model import target as model_target
-from ..model.profile import profile_for
+from ..cost import profile_for
 from ..scheduler import HardwareAware
 from ..settings import assets
 

@@ -25,7 +25,7 @@ import torch
 from ..decode import speculative_generate
 from ..drafters import load_drafter, speed_only
 from ..metrics import drafted_share, tau, time_split
-from ..model.profile import profile_for
+from ..cost import profile_for
 from ..scheduler import FixedLength, HardwareAware
 
 BASELINE = "hf_generate"

@@ -140,7 +140,7 @@ _MATMULS = ("Matmuls: `skinny-kernel` = forwards of 1–8 tokens (decode steps a
             "exactly widened bf16 operands (more rows), rounded back to bf16 (kernels.wide_bf16). `lm-head-wxt` = "
             "only the LM head as W·xᵀ (the fallback); `stock` = torch as shipped (`DSPARK_SKINNY=0`). The "
             "scheduler plans with the measured profile of the same setup (assets/profiles/cpu.json, "
-            "cpu-bf16.json, …; model.profile.profile_for). HF prompt lookup verifies 11-token blocks, past the "
+            "cpu-bf16.json, …; cost.profile_for). HF prompt lookup verifies 11-token blocks, past the "
             "kernel's 8 rows, so in bf16 its =hf count can fall; each method is lossless with respect to the "
             "forward that verifies it. Tables below record the paths of their own run (the `paths at` lines).")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..decode import calibrated_confidence, check_settings, draft_tokens
-from ..model.profile import profile_for
+from ..cost import profile_for
 from ..protocol import Context
 from ..sampling import probs_from_logits, sample, verify_block
 from ..scheduler import FixedLength

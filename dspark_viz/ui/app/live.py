@@ -204,4 +204,4 @@ def strip_view(tr: Trace | None, show_pruned: bool = True) -> str:
     return token_strip_html(tr, show_pruned=bool(show_pruned), legend=False) if tr is not None else ""
 
 
-__all__ = ["LiveUpdate", "live_decode", "live_policy", "model_seconds", "strip_view"]
+__all__ = ["LiveUpdate", "live_decode", "model_seconds", "strip_view"]

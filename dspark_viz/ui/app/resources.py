@@ -25,7 +25,7 @@ from ...datasets.traces import bundle_name, load_traces
 from ...drafters import load_drafter
 from ...evaluation.dtype_choice import dtype_for
 from ...model import target as model_target
-from ...model.profile import profile_for
+from ...cost import profile_for
 from ...settings import assets
 from ...trace import Trace
 from ...viz import reliability_frame
@@ -164,7 +164,7 @@ def available_drafters(target, names: Sequence[str] = DRAFTER_ORDER) -> tuple[di
 
 def available_profiles(target=None) -> dict[str, SPSProfile]:
     """The synthetic curves and, as "cpu", the measured one: for a CPU target the curve of its dtype and kernel
-    (model.profile.profile_for), else assets/profiles/cpu.json when it exists."""
+    (cost.profile_for), else assets/profiles/cpu.json when it exists."""
     out = {"gpu-like": gpu_like(), "jagged": jagged()}
     if target is not None and str(getattr(target, "device", "cpu")).startswith("cpu"):
         prof = profile_for(target)

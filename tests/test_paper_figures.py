@@ -50,10 +50,21 @@ def test_fig2_text_values_sit_on_the_curves_read_off_the_figure():
     assert all(r["kind"] == "text" for r in paper.fig2_text_rows())
 
 
-def test_the_synthetic_paper_scale_drafter_follows_the_same_reading():
-    from dspark_viz.datasets.synthetic import PAPER_FIG2
+def test_the_synthetic_paper_scale_drafter_gives_back_the_papers_text_values():
+    """Checked against the paper's text (§4.3.1), not against the reading the generator starts from: the
+    conditional acceptance measured on the generated rounds at each position the text names lies within 0.03 of
+    the text's value and inside its 99 % Wilson interval widened by the figure reading's ±0.03."""
+    from dspark_viz import metrics
+    from dspark_viz.datasets.synthetic import paper_scale_traces
 
-    assert PAPER_FIG2 == paper.FIG2_READ
+    stated = [r for r in paper.FIG2_TEXT if r["k"] is not None]
+    assert len(stated) >= 6
+    for r in stated:
+        traces = paper_scale_traces(r["drafter"], n=40, n_rounds=60, seed=1, domains=(r["domain"],))
+        counts = metrics.acceptance_counts(traces)
+        ok, n = counts["accepted"][r["k"] - 1], counts["at_risk"][r["k"] - 1]
+        lo, hi = metrics.wilson_interval(ok, n, z=2.576)
+        assert n >= 1000 and lo - 0.03 <= r["value"] <= hi + 0.03, (r, ok / n, (lo, hi))
 
 
 def test_paper_is_pure_data():

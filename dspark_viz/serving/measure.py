@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -15,9 +15,6 @@ from ..cost import SPSProfile
 from ..drafters import load_drafter, speed_only
 from ..fast import tune
 from ..protocol import Context
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 
 # -- measurement -------------------------------------------------------------------------------

@@ -95,7 +95,8 @@ def _within(mod: str, *prefixes: str) -> bool:
 # imports from every layer.
 P = "dspark_viz."
 CORE = tuple(P + m for m in ("settings", "records", "trace", "sampling", "protocol", "cost", "scheduler",
-                             "gate", "background", "calibration", "metrics", "exact", "decode", "paper"))
+                             "gate", "background", "calibration", "metrics", "exact", "round", "decode", "paper",
+                             "memo"))
 MODEL = (P + "model", P + "fast")
 DRAFTERS = (P + "drafters",)
 DATA_IO = (P + "datasets",)

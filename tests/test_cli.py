@@ -10,7 +10,7 @@ from dspark_viz import cli
 from dspark_viz.cli.generate import render_round, use_color
 from dspark_viz.evaluation.speed_methods import METHODS, BenchSettings
 from dspark_viz.evaluation.speed_report import format_table
-from dspark_viz.evaluation.speed_runner import balanced_prompts, best_per_method, default_prompt_files, run_bench
+from dspark_viz.evaluation.speed_runner import balanced_prompts, bench_methods, best_per_method, default_prompt_files
 from dspark_viz.trace import Trace
 
 
@@ -127,8 +127,8 @@ def test_bench_mixed_targets_interleave_and_compare_with_the_fastest_baseline(re
     """A {label: target} bench runs every method on each as method@label; ×hf_gen is against the fastest
     hf_generate@label, =hf against the same label's (the same fp32 target twice stands in for two dtypes)."""
     prompts = [dict(prompt="Count from one to five.", file="x.jsonl", index=0, domain="chat")]
-    rep = run_bench({"fp32": real_target, "copy": real_target}, prompts, ["hf_generate", "plain"],
-                    BenchSettings(max_new_tokens=6), warmup=False)
+    rep = bench_methods({"fp32": real_target, "copy": real_target}, prompts, ["hf_generate", "plain"],
+                        BenchSettings(max_new_tokens=6), warmup=False)
     assert set(rep.methods) == {"hf_generate@fp32", "plain@fp32", "hf_generate@copy", "plain@copy"}
     base = rep.machine["baseline"]
     assert base in ("hf_generate@fp32", "hf_generate@copy")

@@ -127,8 +127,8 @@ def run_bench(a: argparse.Namespace) -> int:
             load(a.target, device=a.device, dtype=group[0])
         for t in temps:
             settings = BenchSettings(a.max_new_tokens, t, a.seed, a.gamma, a.hf_lookup_tokens)
-            rep = runner.run_bench(target, prompts, methods, settings, warmup=not a.no_warmup, log=log,
-                                   labels_of=labels_of, bandwidth=bandwidth, probe=probe)
+            rep = runner.bench_methods(target, prompts, methods, settings, warmup=not a.no_warmup, log=log,
+                                       labels_of=labels_of, bandwidth=bandwidth, probe=probe)
             rep.command = command
             print(format_table(rep) + "\n", flush=True)
             reports.append(rep)

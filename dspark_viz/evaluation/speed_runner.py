@@ -71,9 +71,9 @@ class BenchReport:
         return asdict(self)
 
 
-def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSettings,
-              warmup: bool = True, log=None, labels_of: dict[str, list[str]] | None = None,
-              bandwidth: float | None = None, probe=None) -> BenchReport:
+def bench_methods(target, prompts: list[dict], methods: list[str], settings: BenchSettings,
+                  warmup: bool = True, log=None, labels_of: dict[str, list[str]] | None = None,
+                  bandwidth: float | None = None, probe=None) -> BenchReport:
     """Time `methods` on every prompt (order rotated per prompt) and summarise.
 
     ``target`` may be a dict {label: target} (e.g. {"fp32": …, "bf16": …}): every method then runs on each
@@ -92,68 +92,97 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
             if labels_of is None or lab in labels_of.get(m, targets)]
     first = next(iter(targets.values()))
     ids_list = [first.chat_ids(p["prompt"]) for p in prompts]
-    if warmup:                                       # first-call costs (allocator, lazy imports, kernels)
-        short = BenchSettings(**{**asdict(settings), "max_new_tokens": min(8, settings.max_new_tokens)})
-        for _, m, lab in runs:
-            METHODS[m](targets[lab], ids_list[0], short)
-    base_of = lambda lab: f"{BASELINE}@{lab}" if lab else BASELINE                # noqa: E731
-    plain_of = lambda lab: f"{PLAIN}@{lab}" if lab else PLAIN                      # noqa: E731
+    if warmup:
+        _warm_up(targets, runs, ids_list[0], settings)
     names = [n for n, _, _ in runs]
     rows = []
     for i, ids in enumerate(ids_list):
-        order = runs[i % len(runs):] + runs[: i % len(runs)]
-        res, read_at = {}, {}
-        for n, m, lab in order:
-            if probe is not None and bandwidth and m == PLAIN:
-                read_at[n] = probe() / 1e9                                   # GB/s, right before this decode
-            res[n] = METHODS[m](targets[lab], ids, settings)
-        for n, m, lab in runs:
-            r, b, pl = res[n], base_of(lab), plain_of(lab)
-            k = len(r.output_ids)
-            rows.append(dict(prompt=i, method=n, label=lab, tokens=k, seconds=r.seconds, tok_per_s=k / r.seconds,
-                             tau=r.tau, time_split=r.time_split, drafted=r.drafted, decode_s=r.decode_s,
-                             same_as_baseline=(r.output_ids == res[b].output_ids) if b in res else None,
-                             same_as_plain=(r.output_ids == res[pl].output_ids) if pl in res else None,
-                             read_GBps=read_at.get(n)))
+        res = _time_prompt(targets, runs, i, ids, settings, rows, probe if bandwidth else None)
         if log:
             log(f"prompt {i + 1}/{len(ids_list)} ({prompts[i]['domain']}): " + "  ".join(
                 f"{n} {len(res[n].output_ids) / res[n].seconds:.1f}" for n in names) + " tok/s")
     speed = {n: statistics.median(r["tok_per_s"] for r in rows if r["method"] == n) for n in names}
-    bases = [base_of(lab) for lab in targets if base_of(lab) in names]
+    bases = [_base_of(lab) for lab in targets if _base_of(lab) in names]
     best_base = max(bases, key=speed.get) if bases else None
     lookups = [n for n, m, _ in runs if m == "hf_prompt_lookup"]
     best_lookup = max(lookups, key=speed.get) if lookups else None
-    summary = {}
-    for n, _, lab in runs:
-        mine = [r for r in rows if r["method"] == n]
-        vs_plain = None
-        if plain_of(lab) in names:
-            ref = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == plain_of(lab)}
-            vs_plain = statistics.median(r["tok_per_s"] / ref[r["prompt"]] for r in mine)
-        drafted = [r["drafted"] for r in mine if r["drafted"] is not None]
-        ratios = None
-        if best_base is not None:
-            base = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == best_base}
-            ratios = statistics.median(r["tok_per_s"] / base[r["prompt"]] for r in mine)
-        vs_lookup = None
-        if best_lookup is not None:
-            look = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == best_lookup}
-            vs_lookup = statistics.median(r["tok_per_s"] / look[r["prompt"]] for r in mine)
-        taus = [r["tau"] for r in mine if r["tau"] is not None]
-        splits = [r["time_split"] for r in mine if r["time_split"]]
-        greedy = settings.temperature == 0
-        summary[n] = dict(
-            tok_per_s=speed[n], ratio_vs_plain=vs_plain, ratio_vs_hf_generate=ratios,
-            ratio_vs_hf_prompt_lookup=vs_lookup, tau=statistics.mean(taus) if taus else None,
-            drafted=statistics.mean(drafted) if drafted else None,
-            time_split={k: statistics.mean(s[k] for s in splits) for k in splits[0]} if splits else None,
-            tokens=sum(r["tokens"] for r in mine), seconds=sum(r["seconds"] for r in mine),
-            same_as_hf_generate=(sum(bool(r["same_as_baseline"]) for r in mine)
-                                 if best_base is not None and greedy else None),
-            same_as_plain=(sum(bool(r["same_as_plain"]) for r in mine)
-                           if plain_of(lab) in names and greedy else None),
-            n_prompts=len(mine))
-    info = machine_info(first)
+    greedy = settings.temperature == 0
+    summary = {n: _summarise(n, lab, rows, names, speed[n], best_base, best_lookup, greedy) for n, _, lab in runs}
+    return BenchReport(summary, _machine(targets, best_base, best_lookup), asdict(settings),
+                       [{k: p[k] for k in ("file", "index", "domain")} for p in prompts], per_prompt=rows,
+                       peak_rss_mb=peak_rss_mb(), memory_floor=memory_floor(targets, rows, names, bandwidth))
+
+
+def _base_of(lab: str) -> str:
+    return f"{BASELINE}@{lab}" if lab else BASELINE
+
+
+def _plain_of(lab: str) -> str:
+    return f"{PLAIN}@{lab}" if lab else PLAIN
+
+
+def _warm_up(targets: dict, runs: list[tuple], ids, settings: BenchSettings) -> None:
+    """Every run once on the first prompt, at most 8 new tokens: first-call costs (allocator, lazy imports,
+    kernels) stay out of the timings."""
+    short = BenchSettings(**{**asdict(settings), "max_new_tokens": min(8, settings.max_new_tokens)})
+    for _, m, lab in runs:
+        METHODS[m](targets[lab], ids, short)
+
+
+def _time_prompt(targets: dict, runs: list[tuple], i: int, ids, settings: BenchSettings, rows: list[dict],
+                 probe=None) -> dict:
+    """Prompt i through every run, the order rotated by i; one row per run appended to ``rows``. ``probe``:
+    the read bandwidth is read right before each plain decode. → {run name: the method's result}."""
+    order = runs[i % len(runs):] + runs[: i % len(runs)]
+    res, read_at = {}, {}
+    for n, m, lab in order:
+        if probe is not None and m == PLAIN:
+            read_at[n] = probe() / 1e9                                       # GB/s, right before this decode
+        res[n] = METHODS[m](targets[lab], ids, settings)
+    for n, m, lab in runs:
+        r, b, pl = res[n], _base_of(lab), _plain_of(lab)
+        k = len(r.output_ids)
+        rows.append(dict(prompt=i, method=n, label=lab, tokens=k, seconds=r.seconds, tok_per_s=k / r.seconds,
+                         tau=r.tau, time_split=r.time_split, drafted=r.drafted, decode_s=r.decode_s,
+                         same_as_baseline=(r.output_ids == res[b].output_ids) if b in res else None,
+                         same_as_plain=(r.output_ids == res[pl].output_ids) if pl in res else None,
+                         read_GBps=read_at.get(n)))
+    return res
+
+
+def _median_ratio(mine: list[dict], rows: list[dict], ref_name: str | None) -> float | None:
+    """Median over prompts of this run's tok/s ÷ run ``ref_name``'s on the same prompt (None without one)."""
+    if ref_name is None:
+        return None
+    ref = {r["prompt"]: r["tok_per_s"] for r in rows if r["method"] == ref_name}
+    return statistics.median(r["tok_per_s"] / ref[r["prompt"]] for r in mine)
+
+
+def _summarise(n: str, lab: str, rows: list[dict], names: list[str], speed: float, best_base: str | None,
+               best_lookup: str | None, greedy: bool) -> dict:
+    """One run's summary (the module docstring's fields) from its per-prompt rows."""
+    mine = [r for r in rows if r["method"] == n]
+    has_plain = _plain_of(lab) in names
+    drafted = [r["drafted"] for r in mine if r["drafted"] is not None]
+    taus = [r["tau"] for r in mine if r["tau"] is not None]
+    splits = [r["time_split"] for r in mine if r["time_split"]]
+    return dict(
+        tok_per_s=speed, ratio_vs_plain=_median_ratio(mine, rows, _plain_of(lab) if has_plain else None),
+        ratio_vs_hf_generate=_median_ratio(mine, rows, best_base),
+        ratio_vs_hf_prompt_lookup=_median_ratio(mine, rows, best_lookup),
+        tau=statistics.mean(taus) if taus else None,
+        drafted=statistics.mean(drafted) if drafted else None,
+        time_split={k: statistics.mean(s[k] for s in splits) for k in splits[0]} if splits else None,
+        tokens=sum(r["tokens"] for r in mine), seconds=sum(r["seconds"] for r in mine),
+        same_as_hf_generate=(sum(bool(r["same_as_baseline"]) for r in mine)
+                             if best_base is not None and greedy else None),
+        same_as_plain=(sum(bool(r["same_as_plain"]) for r in mine) if has_plain and greedy else None),
+        n_prompts=len(mine))
+
+
+def _machine(targets: dict, best_base: str | None, best_lookup: str | None) -> dict:
+    """machine_info of the first target, with each target's kernel paths and the baselines compared with."""
+    info = machine_info(next(iter(targets.values())))
     info["paths"] = {lab or str(t.dtype).replace("torch.", ""): {"path_choice": t.paths.choice,
                                                                "size_paths": {str(n): p for n, p in
                                                                               sorted(t.paths.sizes.items())}}
@@ -162,9 +191,7 @@ def run_bench(target, prompts: list[dict], methods: list[str], settings: BenchSe
     if len(targets) > 1:
         info["dtype"] = "+".join(str(t.dtype).replace("torch.", "") for t in targets.values())
         info["baseline"] = best_base
-    return BenchReport(summary, info, asdict(settings),
-                       [{k: p[k] for k in ("file", "index", "domain")} for p in prompts], per_prompt=rows,
-                       peak_rss_mb=peak_rss_mb(), memory_floor=memory_floor(targets, rows, names, bandwidth))
+    return info
 
 
 def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: float | None) -> dict:
@@ -172,7 +199,7 @@ def memory_floor(targets: dict, rows: list[dict], names: list[str], bandwidth: f
     reads, the floor (those bytes ÷ bandwidth; read_buffers: the buffers it is the median of), plain decoding's
     median ms per decoded token (prefill left out) and
     whether those bytes fit the last-level cache (then the floor is not a bound: machine_info's docstring). Where the
-    plain rows carry their own reading (``read_GBps``, run_bench's probe): read_samples_GBps, the floor at their
+    plain rows carry their own reading (``read_GBps``, bench_methods' probe): read_samples_GBps, the floor at their
     median and plain_over_floor as the median over prompts of each decode's ms per token ÷ its own moment's floor."""
     if not bandwidth:
         return {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from ..drafters.config import DrafterConfig
 from ..drafters.neural import build_model, init_from_target, load_drafter_file, save_drafter
+from ..memo import keyed
 from .config import TrainConfig
 from .data import FeatureStore
 from . import fused
@@ -131,11 +132,9 @@ def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
 def vocab_weight(model, dtype: torch.dtype) -> torch.Tensor:
     """The frozen draft-vocabulary rows of the LM head in the compute dtype, contiguous, made once per dtype
     (casting a transposed view at every product costs more than the product itself)."""
-    cache = model.__dict__.setdefault("_vocab_weight", {})
-    W = cache.get(dtype)
-    if W is None or W.device != model.W_vd.device:
-        W = cache[dtype] = model.W_vd.detach().to(dtype).contiguous()                   # (V_d, d)
-    return W
+    W_vd = model.W_vd
+    return keyed(model, "vocab_weight", key=(dtype, W_vd.device, W_vd.data_ptr()),
+                 build=lambda: W_vd.detach().to(dtype).contiguous())                    # (V_d, d)
 
 
 def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: bool = False, conf_grad: bool = True):
@@ -262,6 +261,117 @@ def _warm_start(model, target, out, log):
     return model, model.vocab_ids, warm_record(loaded.card)
 
 
+@dataclass
+class TrainRun:
+    """One drafter's training run between steps: the model, its optimiser, the data and where the run stands."""
+    model: torch.nn.Module
+    cfg: DrafterConfig
+    vocab_ids: torch.Tensor                     # (V_d,) the draft vocabulary, as full-vocabulary ids
+    warm_start: dict | None                     # the exported drafter it started from (card record), or None
+    tr: list[dict]                              # training sequences
+    val: list[dict]                             # validation sequences
+    params: list
+    opt: torch.optim.Optimizer
+    step: int = 0
+    elapsed: float = 0.0                        # seconds trained by earlier calls
+    seen: int = 0                               # label positions trained on
+    card: dict = field(default_factory=dict)    # the card's "train" record
+
+
+def start_run(target, algo: str, tr: list[dict], val: list[dict], tc: TrainConfig, ck: dict | None,
+              cfg_overrides: dict | None, src, log) -> TrainRun:
+    """The model (from the checkpoint ``ck``, a warm start from the drafter file ``src``, or initialised from
+    the target), its optimiser, and the step it resumes at."""
+    if ck is not None:
+        cfg = DrafterConfig.from_dict(json.loads(ck["cfg"]))
+        vocab_ids = ck["vocab_ids"]
+    else:
+        cfg = DrafterConfig.for_target(target, algo, **(cfg_overrides or {}))
+        vocab_ids = build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids), target.vocab_size)
+    model = build_model(cfg, target, vocab_ids)
+    warm = _warm_start(model, target, src, log) if ck is None and src is not None and Path(src).exists() else None
+    warm_start = ck.get("warm_start") if ck is not None else None
+    if warm is not None:                 # continue from the shipped drafter (e.g. on a new machine)
+        model, vocab_ids, warm_start = warm
+    elif ck is None and cfg.init_from_target:
+        init_from_target(model, target)
+    dev = model.W_vd.device
+    if dev.type != "cpu":                         # the cache onto the accelerator once, not a copy every step
+        tr, val = [on_device(s, dev) for s in tr], [on_device(s, dev) for s in val]
+    params = [p for p in model.parameters() if p.requires_grad]
+    run = TrainRun(model, cfg, vocab_ids, warm_start, tr, val, params, make_optimizer(params, tc))
+    if ck is not None:
+        model.load_state_dict(ck["model"])
+        run.opt.load_state_dict(ck["opt"])
+        run.step, run.elapsed, run.seen = int(ck["step"]), float(ck["elapsed"]), int(ck["positions"])
+        log(f"resumed {algo} at step {run.step} ({run.elapsed / 60:.1f} min trained)")
+    return run
+
+
+def _data_record(tr: list[dict]) -> dict:
+    return dict(data_sequences=len(tr), data_tokens=sum(s["n"] - s["prompt_len"] for s in tr))
+
+
+def choose_precision_and_loss(run: TrainRun, target, tc: TrainConfig, log):
+    """fp32 or bf16 (``tc.precision``; "time": whichever runs faster here) and the loss terms, compiled where
+    that pays for the steps left (fused.py), both written to the card. → (autocast context, loss terms)."""
+    model = run.model
+    model.train()
+    precision = resolve_precision(tc.precision, target.device)
+    if precision == "time":
+        precision = faster_precision(model, run.tr, tc, target.device.type)
+        log(f"training precision on this CPU: {precision} (timed against the other)")
+    autocast = torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    run.card["precision"] = precision
+
+    def probe(fn):                               # one step's loss + backward through fn, gradients discarded
+        with autocast:
+            batch_loss(model, run.tr[: tc.seqs_per_step], tc, torch.Generator().manual_seed(0), fn)[0].backward()
+        model.zero_grad(set_to_none=True)
+
+    terms = fused.terms_or_eager(tc.compile, tc.steps - run.step, probe, log)
+    run.card["loss"] = "compiled" if terms is not loss_terms else "eager"
+    return autocast, terms
+
+
+def train_step(run: TrainRun, tc: TrainConfig, gen: torch.Generator, terms, autocast) -> dict:
+    """One optimiser step on ``tc.seqs_per_step`` random training sequences (learning rate of this step,
+    gradients clipped to norm 1). → the step's loss statistics."""
+    for gp in run.opt.param_groups:
+        gp["lr"] = lr_at(run.step, tc)
+    idx = torch.randint(len(run.tr), (tc.seqs_per_step,), generator=gen)
+    with autocast:
+        loss, st = batch_loss(run.model, [run.tr[i] for i in idx], tc, gen, terms)
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(run.params, 1.0)
+    run.opt.step()
+    run.step += 1
+    run.seen += st["positions"]
+    return st
+
+
+def save_checkpoint(run: TrainRun, target, ckpt_path: Path, out, tc: TrainConfig, elapsed: float,
+                    logf) -> dict | None:
+    """The resumable checkpoint (written beside, then moved over the old one); with ``out``, the drafter file
+    and its card too, after an evaluation on the validation sequences. → that evaluation, or None."""
+    torch.save({"model": run.model.state_dict(), "opt": run.opt.state_dict(), "step": run.step, "elapsed": elapsed,
+                "positions": run.seen, "cfg": json.dumps(run.cfg.to_dict()), "vocab_ids": run.vocab_ids,
+                **({"warm_start": run.warm_start} if run.warm_start else {})},
+               str(ckpt_path) + ".tmp")
+    Path(str(ckpt_path) + ".tmp").replace(ckpt_path)
+    if out is None:
+        return None
+    ev = evaluate(run.model, run.val, tc)
+    save_drafter(run.model, target, out, {"train": dict(run.card, steps=run.step, minutes=round(elapsed / 60, 1),
+                                                        positions=run.seen,
+                                                        positions_per_s=round(run.seen / max(elapsed, 1e-9))),
+                                          "val": ev})
+    logf.write(json.dumps({"step": run.step, "val": ev}) + "\n")
+    logf.flush()
+    return ev
+
+
 def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,
           tc: TrainConfig = TrainConfig(), minutes: float | None = None, cfg_overrides: dict | None = None,
           store: FeatureStore | None = None, log=print, stop_at: int | None = None,
@@ -276,98 +386,34 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
     ckpt_path = run_dir / "ckpt.pt"
     torch.manual_seed(tc.seed)
     ck = torch.load(ckpt_path, weights_only=True) if ckpt_path.exists() else None
-    if ck is not None:
-        cfg = DrafterConfig.from_dict(json.loads(ck["cfg"]))
-        vocab_ids = ck["vocab_ids"]
-    else:
-        cfg = DrafterConfig.for_target(target, algo, **(cfg_overrides or {}))
-        vocab_ids = build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids), target.vocab_size)
-    model = build_model(cfg, target, vocab_ids)
     src = init if init is not None else out                  # warm start: a given drafter, else the export
-    warm = _warm_start(model, target, src, log) if ck is None and src is not None and Path(src).exists() else None
-    warm_start = ck.get("warm_start") if ck is not None else None
-    if warm is not None:                 # continue from the shipped drafter (e.g. on a new machine)
-        model, vocab_ids, warm_start = warm
-    elif ck is None and cfg.init_from_target:
-        init_from_target(model, target)
-    dev = model.W_vd.device
-    if dev.type != "cpu":                         # the cache onto the accelerator once, not a copy every step
-        tr, val = [on_device(s, dev) for s in tr], [on_device(s, dev) for s in val]
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(params, tc)
-    step, elapsed, seen = 0, 0.0, 0
-    if ck is not None:
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        step, elapsed, seen = int(ck["step"]), float(ck["elapsed"]), int(ck["positions"])
-        log(f"resumed {algo} at step {step} ({elapsed / 60:.1f} min trained)")
-    gen = torch.Generator().manual_seed(tc.seed * 7919 + step)
+    run = start_run(target, algo, tr, val, tc, ck, cfg_overrides, src, log)
+    gen = torch.Generator().manual_seed(tc.seed * 7919 + run.step)
     logf = open(run_dir / "log.jsonl", "a")
-    t_start, bar = time.perf_counter(), tqdm(total=tc.steps, initial=step, desc=f"train {algo}", unit="step")
-    card_train = dict(data_sequences=len(tr), data_tokens=sum(s["n"] - s["prompt_len"] for s in tr),
-                      recipe=asdict(tc), device=device_name(dev))
-    if warm_start:
-        card_train["warm_start"] = warm_start
-
-    def save():
-        el = elapsed + time.perf_counter() - t_start
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "elapsed": el,
-                    "positions": seen, "cfg": json.dumps(cfg.to_dict()), "vocab_ids": vocab_ids,
-                    **({"warm_start": warm_start} if warm_start else {})},
-                   str(ckpt_path) + ".tmp")
-        Path(str(ckpt_path) + ".tmp").replace(ckpt_path)
-        if out is not None:
-            ev = evaluate(model, val, tc)
-            save_drafter(model, target, out, {"train": dict(card_train, steps=step, minutes=round(el / 60, 1),
-                                                            positions=seen, positions_per_s=round(seen / max(el, 1e-9))),
-                                              "val": ev})
-            logf.write(json.dumps({"step": step, "val": ev}) + "\n")
-            logf.flush()
-            return ev
-
-    model.train()
-    precision = resolve_precision(tc.precision, target.device)
-    if precision == "time":
-        precision = faster_precision(model, tr, tc, target.device.type)
-        log(f"training precision on this CPU: {precision} (timed against the other)")
-    autocast = torch.autocast(target.device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-    card_train["precision"] = precision
-
-    def probe(fn):                               # one step's loss + backward through fn, gradients discarded
-        with autocast:
-            batch_loss(model, tr[: tc.seqs_per_step], tc, torch.Generator().manual_seed(0), fn)[0].backward()
-        model.zero_grad(set_to_none=True)
-
-    terms = fused.terms_or_eager(tc.compile, tc.steps - step, probe, log)
-    card_train["loss"] = "compiled" if terms is not loss_terms else "eager"
+    t_start, bar = time.perf_counter(), tqdm(total=tc.steps, initial=run.step, desc=f"train {algo}", unit="step")
+    run.card = dict(_data_record(tr), recipe=asdict(tc), device=device_name(run.model.W_vd.device))
+    if run.warm_start:
+        run.card["warm_start"] = run.warm_start
+    save = lambda: save_checkpoint(run, target, ckpt_path, out, tc,                    # noqa: E731
+                                   run.elapsed + time.perf_counter() - t_start, logf)
+    autocast, terms = choose_precision_and_loss(run, target, tc, log)
     end = min(tc.steps, stop_at) if stop_at is not None else tc.steps
-    while step < end:
+    while run.step < end:
         if minutes is not None and time.perf_counter() - t_start > minutes * 60:
             break
-        for gp in opt.param_groups:
-            gp["lr"] = lr_at(step, tc)
-        idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
-        with autocast:
-            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen, terms)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step += 1
-        seen += st["positions"]
+        st = train_step(run, tc, gen, terms, autocast)
         bar.update(1)
         bar.set_postfix(loss=f"{st['loss']:.3f}", tau=f"{st['tau_est']:.2f}", acc1=f"{st['acc1']:.2f}")
-        if step % 10 == 0:
-            logf.write(json.dumps({"step": step, "lr": lr_at(step, tc), **st}) + "\n")
+        if run.step % 10 == 0:
+            logf.write(json.dumps({"step": run.step, "lr": lr_at(run.step, tc), **st}) + "\n")
             logf.flush()
-        if step % tc.ckpt_every == 0:
+        if run.step % tc.ckpt_every == 0:
             if store.refresh():                                 # shards written since: new data
-                tr, val = store.split()
-                card_train.update(data_sequences=len(tr), data_tokens=sum(s["n"] - s["prompt_len"] for s in tr))
-            ev = save()
-            log(f"step {step}: val {ev}")
+                run.tr, run.val = store.split()
+                run.card.update(_data_record(run.tr))
+            log(f"step {run.step}: val {save()}")
     bar.close()
-    if step % tc.ckpt_every:
+    if run.step % tc.ckpt_every:
         save()
     logf.close()
     return ckpt_path

@@ -7,7 +7,8 @@ Anchors are sampled inside the assistant span (P ≤ p ≤ n−2); block slot k 
 with the teacher-forced previous token x_{p+k−1}; the target distribution for slot k comes from
 the cached final-norm hidden state at position p+k−1. The same data, steps and optimiser for
 every algorithm, and the same losses (0.1·CE + 0.9·L1, w_k = exp(−(k−1)/γ)); DSpark adds its confidence
-term. dspark (Markov), dspark-rnn, dflash (no heads), eagle (unrolled γ steps).
+term. dspark (Markov), dspark-rnn, dflash (no heads), eagle (unrolled γ steps). A block's labels, targets and
+hidden states are in blocks.py; a run goes start_run → choose_precision_and_loss → train_step … → save_checkpoint.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from ..memo import keyed
 from .config import TrainConfig
 from .data import FeatureStore
 from . import fused
+from .blocks import dspark_hidden, eagle_hidden, label_parts, target_row_parts
 from .cards import device_name, warm_record
-from .losses import drafter_loss, loss_terms, position_weights, valid_prefix
+from .losses import drafter_loss, loss_terms, position_weights
 from .precision import resolve_precision
 from .vocab import build_draft_vocab, remap_vocab
 
@@ -46,92 +48,15 @@ def on_device(s: dict, dev: torch.device) -> dict:
     return {k: v.to(dev, non_blocking=True) if torch.is_tensor(v) else v for k, v in s.items()}
 
 
-def _label_parts(model, s, anchors, gamma):
-    """Labels of one sequence's blocks: draft-vocab labels (N, γ) (−1 outside V_d), teacher-forced previous
-    tokens (N, γ), the position whose cached hidden state and lse give the target's distribution for each
-    label (N, γ), mask (N, γ)."""
-    n = s["n"]
-    lab_pos = anchors[:, None] + torch.arange(1, gamma + 1, device=anchors.device)      # (N, γ)
-    valid = lab_pos <= n - 1
-    lp = lab_pos.clamp(max=n - 1)
-    ids = s["ids"]
-    vd = model.vocab_ids.numel()
-    lab = model.full2draft[ids[lp]]
-    lab = torch.where(lab == vd, torch.full_like(lab, -1), lab)                          # −1: outside V_d
-    prev = model.full2draft[ids[lp - 1]]                                                  # teacher-forced x_{k−1}
-    return lab, prev, lp - 1, valid_prefix(valid)
-
-
-def target_row_parts(seqs: list[dict], src: list[torch.Tensor], W: torch.Tensor):
-    """p_target restricted to V_d for the labels of each sequence's blocks, as distinct rows: src[i] (N_i, γ)
-    positions of sequence i → (p rows (U, V_d), row_of (ΣN_i, γ)). Blocks overlap, so each distinct position's
-    row exp(h·W_vdᵀ − lse) is computed once (exact: the same row whichever block asks)."""
-    hs, ls, inv, off = [], [], [], 0
-    for s, pos in zip(seqs, src):
-        u, iv = torch.unique(pos, return_inverse=True)                                   # (U_i,), (N_i, γ)
-        hs.append(s["hidden"][u].float())          # fp16 in the cache; autocast's cat refuses fp16 on CPU
-        ls.append(s["lse"][u].float())
-        inv.append(iv + off)
-        off += u.numel()
-    h_u, lse_u = torch.cat(hs).to(W.device), torch.cat(ls).to(W.device)                # (U, d), (U,)
-    with torch.no_grad():
-        p_u = torch.exp(F.linear(h_u.to(W.dtype), W).float() - lse_u[:, None])           # (U, V_d)
-    return p_u, torch.cat(inv).to(W.device)
-
-
 def target_rows(seqs: list[dict], src: list[torch.Tensor], W: torch.Tensor) -> torch.Tensor:
     """``target_row_parts`` gathered: (ΣN_i, γ, V_d)."""
     p_u, row_of = target_row_parts(seqs, src, W)
     return p_u[row_of]
 
 
-def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
-    """The parallel backbone over one sequence's blocks → h (N, γ, d)."""
-    bb, g = model.backbone, model.cfg.gamma
-    N, ctx_n = anchors.shape[0], int(anchors.max())
-    ctx_kv = bb.context_kv(bb.fuse(s["feats"][:ctx_n].float()))                       # positions 0 …
-    x = bb.block_input(s["ids"][anchors], g, model.embed)                               # (N·γ, d)
-    pos = (anchors[:, None] + torch.arange(g, device=anchors.device)).reshape(-1)
-    a_rep = anchors.repeat_interleave(g)                                                 # context < anchor,
-    return bb(x, pos, ctx_kv, None, blocks=(a_rep, g)).view(N, g, -1)                    # own block: (N, γ, d)
-
-
-def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
-    """Training-time test: unroll the γ draft steps exactly as at inference → h (N, γ, d)."""
-    g, n = model.cfg.gamma, s["n"]
-    ids = s["ids"]
-    F_ = model.fuse(s["feats"][: n - 1].float())                                         # (n−1, d)
-    x = model.step_input(F_, ids[1:n])                                                   # entry j: (f_j, x_{j+1})
-    T = n - 1
-    Hk, Dh = model.cfg.n_kv_heads, model.cfg.head_dim
-    dev = anchors.device
-    empty = torch.zeros(Hk, 0, Dh, device=dev)
-    causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
-    g_ctx, Kc, Vc = model.run(x, torch.arange(T, device=dev), empty, empty, causal)
-    N = anchors.shape[0]
-    outs = [g_ctx[anchors - 1]]                                                          # step 1 (N, d)
-    Kb, Vb = [], []
-    for t in range(2, g + 1):
-        tok = ids[(anchors + t - 1).clamp(max=n - 1)]
-        xin = model.step_input(outs[-1], tok)                                            # (N, d)
-        pos = anchors + t - 2
-        k_prev = torch.cat([Kc] + Kb, 1)
-        v_prev = torch.cat([Vc] + Vb, 1)
-        ctx_ok = torch.arange(T, device=dev)[None, :] <= (anchors - 1)[:, None]           # (N, T)
-        blk = torch.arange(N, device=dev)
-        prev_ok = [blk[:, None] == blk[None, :]] * len(Kb)                               # earlier steps, same block
-        own = torch.eye(N, dtype=torch.bool, device=dev)
-        mask = torch.cat([ctx_ok] + prev_ok + [own], 1)
-        o, k, v = model.run(xin, pos, k_prev, v_prev, mask)
-        outs.append(o)
-        Kb.append(k)
-        Vb.append(v)
-    return torch.stack(outs, 1)                                                          # (N, γ, d)
-
-
 def vocab_weight(model, dtype: torch.dtype) -> torch.Tensor:
-    """The frozen draft-vocabulary rows of the LM head in the compute dtype, contiguous, made once per dtype
-    (casting a transposed view at every product costs more than the product itself)."""
+    """The frozen draft-vocabulary rows of the LM head in the compute dtype, contiguous, made once per dtype and
+    device (casting a transposed view at every product costs more than the product itself)."""
     W_vd = model.W_vd
     return keyed(model, "vocab_weight", key=(dtype, W_vd.device, W_vd.data_ptr()),
                  build=lambda: W_vd.detach().to(dtype).contiguous())                    # (V_d, d)
@@ -146,7 +71,7 @@ def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: b
     hid = eagle_hidden if model.cfg.algo == "eagle" else dspark_hidden
     g = model.cfg.gamma
     h = torch.cat([hid(model, s, a) for s, a in zip(seqs, anchors)])                     # (N, γ, d)
-    lab, prev, src, m = zip(*(_label_parts(model, s, a, g) for s, a in zip(seqs, anchors)))
+    lab, prev, src, m = zip(*(label_parts(model, s, a, g) for s, a in zip(seqs, anchors)))
     lab, prev, m = torch.cat(lab), torch.cat(prev), torch.cat(m)
     dev = h.device.type
     dt = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else torch.float32

@@ -49,45 +49,81 @@ def model_seconds(trace: Trace) -> float:
     return trace.t_prefill + sum(r.t_draft + r.t_schedule + r.t_verify + r.t_other for r in trace.rounds)
 
 
+@dataclass
+class LiveSettings:
+    """One run's checked settings and its prompt as token ids."""
+    drafter: str
+    profile: str
+    T: float                                            # temperature
+    N: int                                              # max new tokens
+    R: int                                              # engine load
+    seed: int
+    ids: list[int]                                      # the prompt's chat ids
+    text: str                                           # the prompt as the target reads it
+    notes: list[str]                                    # clipped settings, a truncated prompt
+
+
+def live_settings(res: AppResources, prompt: str, drafter: str, temperature, max_new_tokens, load,
+                  profile: str | None, seed) -> LiveSettings:
+    """The settings checked against ``res.limits`` (clipped with a note); ValueError for an unknown choice or
+    a prompt that does not fit."""
+    lim, notes = res.limits, []
+    drafter = check_choice(drafter, res.drafters, "drafter")
+    profile = check_choice(profile or res.live_profile, res.profiles, "profile")
+    T = clamp(temperature, 0.0, lim.max_temperature, "temperature", notes)
+    N = clamp(max_new_tokens, 1, min(lim.max_new_tokens, res.context_limit - 8), "max new tokens", notes,
+              integer=True)
+    R = clamp(load, 1, lim.max_load, "engine load R", notes, integer=True)
+    seed = clamp(seed, 0, 2 ** 31 - 1, "seed", notes, integer=True)
+    ids, text, notice = prepare_prompt(res.target, prompt, N, res.context_limit)
+    if notice:
+        notes.append(notice)
+    return LiveSettings(drafter, profile, T, N, R, seed, ids, text, notes)
+
+
+def _error(e: Exception) -> LiveUpdate:
+    return LiveUpdate(status=f"⚠️ **{md_escape(e)}**", warning=str(e), phase="error")
+
+
 def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, max_new_tokens=96, load=1,
                 profile: str | None = None, compare: bool = True, seed=0,
                 show_pruned: bool = True, fallback: bool | None = None) -> Iterator[LiveUpdate]:
     """Decode one request round by round (a generator of LiveUpdate), then plain decoding for comparison.
     ``fallback``: the speculation gate on / off (None: ``res.fallback_default``, on for a CPU target)."""
-    lim, notes = res.limits, []
     try:
-        drafter = check_choice(drafter, res.drafters, "drafter")
-        profile = check_choice(profile or res.live_profile, res.profiles, "profile")
-        T = clamp(temperature, 0.0, lim.max_temperature, "temperature", notes)
-        N = clamp(max_new_tokens, 1, min(lim.max_new_tokens, res.context_limit - 8), "max new tokens", notes,
-                  integer=True)
-        R = clamp(load, 1, lim.max_load, "engine load R", notes, integer=True)
-        seed = clamp(seed, 0, 2 ** 31 - 1, "seed", notes, integer=True)
-        ids, text, notice = prepare_prompt(res.target, prompt, N, res.context_limit)
+        s = live_settings(res, prompt, drafter, temperature, max_new_tokens, load, profile, seed)
     except ValueError as e:
-        yield LiveUpdate(status=f"⚠️ **{md_escape(e)}**", warning=str(e), phase="error")
+        yield _error(e)
         return
-    if notice:
-        notes.append(notice)
-    warn = " · ".join(notes) or None                    # clipped settings, truncated prompt: also a toast
-    head = "".join(f"\n\n⚠️ {md_escape(n)}" for n in notes)
-    d = res.drafters[drafter]
-    policy = live_policy(d, R, res.recorded.conf_rows)
-    if not getattr(d, "has_confidence", False) and R > 1:
-        head += (f"\n\n**Note:** {md_escape(res.label(drafter))} has no confidence head: it verifies all "
-                 f"γ = {d.gamma} drafts (fixed length), so the engine load R = {R} does not change its ℓ.")
+    warn = " · ".join(s.notes) or None                  # clipped settings, truncated prompt: also a toast
+    head = "".join(f"\n\n⚠️ {md_escape(n)}" for n in s.notes)
+    d = res.drafters[s.drafter]
+    policy = live_policy(d, s.R, res.recorded.conf_rows)
+    if not getattr(d, "has_confidence", False) and s.R > 1:
+        head += (f"\n\n**Note:** {md_escape(res.label(s.drafter))} has no confidence head: it verifies all "
+                 f"γ = {d.gamma} drafts (fixed length), so the engine load R = {s.R} does not change its ℓ.")
+    gate_on = res.fallback_default if fallback is None else bool(fallback)
     try:
-        gate_on = res.fallback_default if fallback is None else bool(fallback)
-        gate = SpeculationGate(res.profiles[profile]) if gate_on else False
-        rounds = generate_rounds(res.target, d, text, prompt_ids=ids, policy=policy, temperature=T,
-                                 max_new_tokens=N, seed=seed, sps=res.profiles[profile], fallback=gate,
-                                 meta={"load_R": R, "profile": profile, "app": "live"})
+        gate = SpeculationGate(res.profiles[s.profile]) if gate_on else False
+        rounds = generate_rounds(res.target, d, s.text, prompt_ids=s.ids, policy=policy, temperature=s.T,
+                                 max_new_tokens=s.N, seed=s.seed, sps=res.profiles[s.profile], fallback=gate,
+                                 meta={"load_R": s.R, "profile": s.profile, "app": "live"})
     except ValueError as e:
-        yield LiveUpdate(status=f"⚠️ **{md_escape(e)}**", warning=str(e), phase="error")
+        yield _error(e)
         return
-    tr = rounds.trace
-    yield LiveUpdate(status=f"Prefill of {len(ids)} prompt tokens…{head}", strip="", stats="", warning=warn,
+    yield LiveUpdate(status=f"Prefill of {len(s.ids)} prompt tokens…{head}", strip="", stats="", warning=warn,
                      phase="start")
+    drawn = yield from _stream_rounds(res, rounds, policy, s, gate_on, head, show_pruned)
+    if drawn is not None:
+        yield from _finish(res, rounds.trace, drawn, policy, s, gate_on, head, show_pruned, compare)
+
+
+def _stream_rounds(res: AppResources, rounds, policy, s: LiveSettings, gate_on: bool, head: str,
+                   show_pruned: bool):
+    """One LiveUpdate per decoded round; the round chart is drawn within a bounded share of the decode time
+    (``Limits.chart_budget``, ``chart_ms_per_round``). → (newest chart drawn, its round), or None when decoding
+    failed (said in an error update)."""
+    lim, tr = res.limits, rounds.trace
     t_chart = t_model = 0.0
     latest, latest_i = None, -1                         # the newest round chart drawn, and its round
     try:
@@ -100,15 +136,23 @@ def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, m
                 chart = latest = chart_json(round_view(tr, -1))
                 t_chart += time.perf_counter() - t0
                 latest_i = r.index
-            yield LiveUpdate(status=_live_status(res, tr, r, policy, profile, drafter, gate_on) + head,
+            yield LiveUpdate(status=_live_status(res, tr, r, policy, s.profile, s.drafter, gate_on) + head,
                              strip=token_strip_html(tr, show_pruned=bool(show_pruned), legend=False,
                                                     max_rounds=lim.stream_rounds),
                              chart=chart, round_index=r.index)
     except Exception as e:                              # noqa: BLE001 — show it, keep the app up
         yield LiveUpdate(status=f"⚠️ **decoding failed: {md_escape(e)}**", warning=f"decoding failed: {e}",
                          phase="error")
-        return
-    path = res.workdir / f"trace-{drafter}-{uuid.uuid4().hex[:8]}.json"
+        return None
+    return latest, latest_i
+
+
+def _finish(res: AppResources, tr: Trace, drawn: tuple, policy, s: LiveSettings, gate_on: bool, head: str,
+            show_pruned: bool, compare: bool) -> Iterator[LiveUpdate]:
+    """The finished trace saved as a file, the whole strip and the last round's chart; then plain decoding of
+    the same prompt for the tokens/s comparison."""
+    latest, latest_i = drawn
+    path = res.workdir / f"trace-{s.drafter}-{uuid.uuid4().hex[:8]}.json"
     tr.to_json(str(path))
     _prune(res.workdir, keep=256)
     spec_s = model_seconds(tr)
@@ -116,21 +160,23 @@ def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, m
         latest = chart_json(round_view(tr, -1))         # the last round is always drawn
     strip = token_strip_html(tr, show_pruned=bool(show_pruned), legend=False)
     done = (f"✓ **Finished**: {tr.n_generated} tokens in {len(tr.rounds)} rounds · "
-            f"τ = {fmt_num(metrics.tau(tr))} · {_drafted_md(tr)} · {md_escape(res.label(drafter))}, "
-            f"policy `{getattr(policy, 'name', '?')}`{' + fallback' if gate_on else ''}, profile `{profile}`")
+            f"τ = {fmt_num(metrics.tau(tr))} · {_drafted_md(tr)} · {md_escape(res.label(s.drafter))}, "
+            f"policy `{getattr(policy, 'name', '?')}`{' + fallback' if gate_on else ''}, profile `{s.profile}`")
     # every closing update carries the whole result, so an API client's final value is complete
     final = dict(strip=strip, chart=latest, trace=tr, file=str(path))
     yield LiveUpdate(status=done + (" · running plain decoding for comparison…" if compare else "") + head,
-                     stats=_stats_md(res, tr, spec_s, None, T, drafter, policy, compare), phase="done", **final)
+                     stats=_stats_md(res, tr, spec_s, None, s.T, s.drafter, policy, compare), phase="done", **final)
     if not compare:
         return
     try:
-        plain = plain_generate(res.target, text, prompt_ids=ids, temperature=T, max_new_tokens=N, seed=seed)
+        plain = plain_generate(res.target, s.text, prompt_ids=s.ids, temperature=s.T, max_new_tokens=s.N,
+                               seed=s.seed)
     except Exception as e:                              # noqa: BLE001
         yield LiveUpdate(status=done + f" · plain decoding failed: {md_escape(e)}" + head, phase="final", **final)
         return
     yield LiveUpdate(status=done + " · plain decoding done" + head,
-                     stats=_stats_md(res, tr, spec_s, plain, T, drafter, policy, compare), phase="final", **final)
+                     stats=_stats_md(res, tr, spec_s, plain, s.T, s.drafter, policy, compare), phase="final",
+                     **final)
 
 
 def _prune(folder: Path, keep: int) -> None:
@@ -204,4 +250,4 @@ def strip_view(tr: Trace | None, show_pruned: bool = True) -> str:
     return token_strip_html(tr, show_pruned=bool(show_pruned), legend=False) if tr is not None else ""
 
 
-__all__ = ["LiveUpdate", "live_decode", "model_seconds", "strip_view"]
+__all__ = ["LiveSettings", "LiveUpdate", "live_decode", "live_settings", "model_seconds", "strip_view"]

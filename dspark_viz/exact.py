@@ -9,9 +9,9 @@ Policy can be checked for losslessness by comparing
 
 Both return {output tuple: Fraction}. The output is (x0, y1, y2, …): x0 is the prefill token, drawn
 from ``first_token_dist``; a tuple is shorter than n_tokens when a stop token ends it. The loop below
-mirrors dspark_viz.decode.generate_rounds step by step: draft γ tokens left to right from p_draft,
+mirrors dspark_viz.round.speculative_round step by step: draft γ tokens left to right from p_draft,
 c_k read from the prefix up to x_{k−1}, ℓ = policy.choose(...) capped by the remaining budget
-(commit ≤ budget), then the exact law of verify_block (sampling.verify_outcomes), commit m tokens +
+(round.cap_length: commit ≤ budget), then the exact law of verify_block (sampling.verify_outcomes), commit m tokens +
 bonus, next round.
 
 Conventions: ``target`` is a V×V bigram table (rows = p_target(· | previous token)) or a callable
@@ -34,6 +34,7 @@ from collections import defaultdict
 from fractions import Fraction
 from typing import Callable, Sequence
 
+from .round import cap_length
 from .sampling import verify_outcomes
 
 Row = Sequence[Fraction]
@@ -130,7 +131,7 @@ def exact_output_distribution(target, drafter_dist_fn, confidence_fn, policy, ga
             conf = None if conf_fn is None else [conf_fn(seq + drafts[:i]) for i in range(g)]
             pol = copy.deepcopy(policy) if copy_policy else policy
             ell = pol.choose([conf], sps).lengths[0] if g else 0   # nothing drafted: a plain target step
-            ell = max(0, min(ell, budget - 1, g))            # the decode loop's cap: commit ≤ budget
+            ell = cap_length(ell, budget, g)                 # the round's own cap: commit ≤ budget
             toks = drafts[:ell]
             pt_rows = [p_target(seq + toks[:k]) for k in range(ell + 1)]   # (ℓ+1, V)
             for p_v, m, bonus, _src in round_outcomes(toks, rows[:ell], pt_rows, stop_ids, rejection):

@@ -89,3 +89,19 @@ def test_batched_evaluation_gives_the_sequential_traces(tiny):
     bat = evaluate_drafter(tiny, d, recs, temperature=1.0, max_new_tokens=12, seed=3, progress=False, batch=3)
     assert [t.output_ids for t in bat["traces"]] == [t.output_ids for t in seq["traces"]]
     assert bat["tau"] == seq["tau"] and bat["per_domain"] == seq["per_domain"]
+
+
+def test_batched_with_a_gate_per_request_keeps_each_output(tiny):
+    """``fallback=True``: each request has its own speculation gate in the shared round; a round it skips is a
+    plain step for that row only, so every request's greedy output still equals its single-request one."""
+    d = LookupDrafter(gamma=4, vocab_size=48)
+    res = batched_generate(tiny, d, prompt_ids=PROMPTS, policy=FixedLength(3), temperature=0.0, max_new_tokens=24,
+                           seed=1, fallback=True)
+    for r, p in enumerate(PROMPTS):
+        one = speculative_generate(tiny, d, prompt_ids=p, policy=FixedLength(3), temperature=0.0,
+                                   max_new_tokens=24, seed=1 + r, fallback=False)
+        assert res.traces[r].output_ids == one.output_ids, r
+        assert all(rd.gate is not None for rd in res.traces[r].rounds)
+    assert all(rd.t_schedule > 0 for tr in res.traces for rd in tr.rounds if rd.drafts)
+    with pytest.raises(ValueError, match="fallback"):
+        batched_generate(tiny, d, prompt_ids=PROMPTS, fallback="yes")

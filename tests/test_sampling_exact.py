@@ -266,3 +266,32 @@ def test_greedy_plain_equals_hf_generate(real_target, hf_greedy):
     for ids, want in hf_greedy:
         tr = plain_generate(real_target, prompt_ids=ids, temperature=0, max_new_tokens=64)
         assert _until_stop(tr.output_ids, real_target.stop_ids) == want
+
+
+# -- the exact mirror and the real round: one loop ----------------------------------------------------
+def _one_hot(V: int, nxt: list[int]) -> list[list[F]]:
+    return [[F(int(j == nxt[i])) for j in range(V)] for i in range(V)]
+
+
+@pytest.mark.parametrize("policy", [FixedLength(1), FixedLength(3), StaticThreshold(0.4, on="survival"),
+                                    HardwareAware()], ids=lambda p: p.name)
+def test_exact_mirror_follows_the_real_round_branch_for_branch(policy):
+    """A deterministic target and drafter (one-hot rows that agree on some tokens, not on others): the
+    enumeration's law is one output, and the real loop (round.speculative_round through generate_rounds) must
+    commit exactly it, for every budget from 1 to 9 tokens — the same ℓ choice, budget cap, acceptance, bonus and
+    stop in both, not just the same law on average."""
+    V, stop = 6, 5
+    target_next = [1, 2, 3, 4, 0, 5]                 # 0 → 1 → 2 → 3 → 4 → 0 …; 5 is the stop token
+    draft_next = [1, 2, 4, 4, 5, 5]                  # right after 0, 1 and 3; wrong after 2 and 4
+    table, draft = _one_hot(V, target_next), _one_hot(V, draft_next)
+    dr = _table_drafter(draft, gamma=3)
+    tgt = TableTarget(table, stop_ids=(stop,))
+    for n in range(1, 10):
+        law = exact_output_distribution(table, lambda s: draft[s[-1]], lambda s: dr.confidence_after(s[-1]),
+                                        policy, gamma=3, n_tokens=n, first_token_dist=table[0], stop_ids={stop})
+        (want, p), = law.items()
+        assert p == 1
+        got = speculative_generate(tgt, dr, prompt_ids=[0], policy=policy, temperature=1.0, max_new_tokens=n,
+                                   fallback=False)
+        assert tuple(got.output_ids) == want, (n, got.output_ids, want)
+        assert len(got.output_ids) == n

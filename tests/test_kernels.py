@@ -202,7 +202,7 @@ def test_target_verification_forward_agrees_with_stock(real_target):
 def test_shipped_drafter_block_logits_agree_with_stock(real_target):
     """The drafter loader hands the kernel to the drafter; a γ-row block gives the stock logits up to rounding."""
     from dspark_viz.drafters import load_drafter
-    from dspark_viz.drafters.dspark import vocab_logits
+    from dspark_viz.drafters.vocab import vocab_logits
 
     if real_target.paths.matmul != "skinny-kernel":
         pytest.skip(f"target uses {real_target.paths.matmul}")

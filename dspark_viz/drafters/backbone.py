@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import fast
+from ..memo import keyed, peek
 
 
 class RMSNorm(nn.Module):
@@ -166,11 +167,11 @@ class ParallelBackbone(nn.Module):
         if torch.is_grad_enabled():
             cos, sin = rope_cos_sin(torch.arange(start, start + n, device=device), self.head_dim, self.rope_theta)
             return (cos, sin) if dtype is None else (cos.to(dtype)[None], sin.to(dtype)[None])
-        kept = self.__dict__.get("_rope_table")
+        kept = peek(self, "rope_table")                                 # (device, cos, sin, {dtype: rows})
         if kept is None or kept[0] != device or kept[1].shape[0] < start + n:
             cap = max(2 * (start + n), 256)
-            kept = self.__dict__["_rope_table"] = (device, *rope_cos_sin(torch.arange(cap, device=device),
-                                                                         self.head_dim, self.rope_theta), {})
+            kept = keyed(self, "rope_table", (device, cap), lambda: (device, *rope_cos_sin(
+                torch.arange(cap, device=device), self.head_dim, self.rope_theta), {}))
         if dtype is None:
             return kept[1][start:start + n], kept[2][start:start + n]
         if dtype not in kept[3]:
@@ -201,11 +202,8 @@ class ParallelBackbone(nn.Module):
         a small draft's arithmetic)."""
         first, last = self.layers[0].self_attn.q_proj.weight, self.layers[-1].mlp.down_proj.weight
         key = (dtype, first.data_ptr(), first.dtype, last.data_ptr(), last.dtype)
-        kept = self.__dict__.get("_native_params")
-        if kept is None or kept[0] != key:
-            ok = all(p.dtype == dtype and p.is_contiguous() for p in self.layers.parameters())
-            kept = self.__dict__["_native_params"] = (key, ok)
-        return kept[1]
+        return keyed(self, "native_params", key,
+                     lambda: all(p.dtype == dtype and p.is_contiguous() for p in self.layers.parameters()))
 
     def forward_block(self, x, start: int, ctx_kv, ext=None):
         """One inference block whose rows see the whole context and the whole block: x (γ, d) at positions

@@ -22,17 +22,12 @@ import torch.nn.functional as F
 
 from .. import fast
 from ..calibration import STSCalibration
-from ..sampling import probs_from_logits, sample
 from .backbone import RMSNorm, apply_rope, rope_cos_sin
 from .deepspec_config import DeepSpecConfig, calibration_file, check_target, read_config, read_weights
-from .dspark import DIAG_TOPK
+from .slots import head_slots
 from .neural_drafter import NeuralDrafter
 
 SHARED = ("embed_tokens.weight", "lm_head.weight")      # kept as tensors (shared with the target when equal)
-
-
-def _linear(d_in: int, d_out: int, bias: bool) -> nn.Linear:
-    return nn.Linear(d_in, d_out, bias=bias)
 
 
 class QwenDraftLayer(nn.Module):
@@ -44,13 +39,13 @@ class QwenDraftLayer(nn.Module):
         self.H, self.Hk, self.Dh = H, Hk, Dh
         self.self_attn = nn.Module()
         a = self.self_attn
-        a.q_proj, a.k_proj, a.v_proj = _linear(d, H * Dh, b), _linear(d, Hk * Dh, b), _linear(d, Hk * Dh, b)
-        a.o_proj = _linear(H * Dh, d, b)
+        a.q_proj, a.k_proj, a.v_proj = nn.Linear(d, H * Dh, b), nn.Linear(d, Hk * Dh, b), nn.Linear(d, Hk * Dh, b)
+        a.o_proj = nn.Linear(H * Dh, d, b)
         if c.qk_norm:
             a.q_norm, a.k_norm = RMSNorm(Dh, c.rms_eps), RMSNorm(Dh, c.rms_eps)
         self.mlp = nn.Module()
-        self.mlp.gate_proj, self.mlp.up_proj = _linear(d, c.d_ff, False), _linear(d, c.d_ff, False)
-        self.mlp.down_proj = _linear(c.d_ff, d, False)
+        self.mlp.gate_proj, self.mlp.up_proj = nn.Linear(d, c.d_ff, False), nn.Linear(d, c.d_ff, False)
+        self.mlp.down_proj = nn.Linear(c.d_ff, d, False)
         self.input_layernorm = RMSNorm(d, c.rms_eps)
         self.post_attention_layernorm = RMSNorm(d, c.rms_eps)
 
@@ -185,29 +180,14 @@ class DeepSpecModel(nn.Module):
         (rows are then p_draft given that prefix: scoring a block). → tokens, p_draft (γ, V), c or None, diags."""
         h = self.hidden(st, anchor, anchor_pos)                                             # (γ, d)
         U = self.logits(h)                                                                  # (γ, V)
-        head, dev = self.markov_head, h.device
-        prev, state = torch.tensor([anchor], device=dev), None
-        rows, toks, conf, diags = [], [], [], []
-        for k in range(self.cfg.gamma):
-            b = e = None
-            if head is not None:
-                b, state, e = head.step(prev, h[k:k + 1], state)
-                b = b[0]                                                                    # (V,)
-            if self.confidence_head is not None:
-                z = torch.cat([h[k:k + 1], e.to(h.dtype)], -1) if self.cfg.confidence_with_markov else h[k:k + 1]
-                conf.append(float(torch.sigmoid(self.confidence_head.proj(z).float())))
-            logits = U[k] + b.to(U.dtype) if b is not None else U[k]                        # before temperature
-            p = probs_from_logits(logits, temperature)                                      # (V,) float32
-            tok = forced[k] if forced is not None and k < len(forced) else sample(p, generator)
-            rows.append(p)
-            toks.append(int(tok))
-            if diag:
-                top = torch.topk(logits.float(), min(DIAG_TOPK, logits.shape[0])).indices
-                diags.append({"ids": top.tolist(), "U": U[k, top].float().tolist(),
-                              "B": (b[top].float() if b is not None else torch.zeros(len(top))).tolist(),
-                              "chosen": int(tok)})
-            prev = torch.tensor([int(tok)], device=dev)
-        return toks, torch.stack(rows), (conf or None), (diags or None)
+        sl = head_slots(U, h, self.markov_head, torch.tensor([anchor], device=h.device), temperature, generator,
+                        forced=forced, greedy_rows=True, diag=diag)
+        conf = None
+        if self.confidence_head is not None:            # c_k per slot from h_k (and w1[x_{k−1}]), each row alone
+            conf = [float(torch.sigmoid(self.confidence_head.proj(
+                torch.cat([h[k:k + 1], sl.es[k].to(h.dtype)], -1) if self.cfg.confidence_with_markov else h[k:k + 1]
+            ).float())) for k in range(len(sl.js))]
+        return sl.js, torch.stack(sl.rows), conf, (sl.diags or None)
 
 
 def _columns(cfg: DeepSpecConfig, target) -> torch.Tensor | None:

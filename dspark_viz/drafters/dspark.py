@@ -13,55 +13,12 @@ import torch
 import torch.nn as nn
 
 from .. import fast
-from ..sampling import probs_from_logits, sample
+from ..memo import keyed
 from .backbone import ParallelBackbone
 from .config import DrafterConfig
 from .heads import ConfidenceHead, make_head
-
-DIAG_TOPK = 8
-
-
-def register_draft_vocab(module: nn.Module, vocab_ids: torch.Tensor, embed: torch.Tensor, lm_head: torch.Tensor):
-    """vocab_ids (V_d,) saved; full2draft (V,) → draft index or V_d (outside); W_vd (V_d, d) = LM head rows.
-    The target's embedding and LM head are shared frozen references, never saved with the drafter. The
-    vocabulary projection is torch's product until a loader hands over the kernel (fast.install_drafter)."""
-    V, vd = embed.shape[0], vocab_ids.shape[0]
-    module.register_buffer("vocab_ids", vocab_ids.long(), persistent=True)
-    f2d = torch.full((V,), vd, dtype=torch.long)
-    f2d[vocab_ids.long()] = torch.arange(vd)
-    module.register_buffer("full2draft", f2d, persistent=False)
-    module.register_buffer("W_vd", lm_head.detach()[vocab_ids.long()].clone(), persistent=False)
-    module.embed, module.lm_head = embed, lm_head
-    module.vocab_product = fast.RowProduct()
-
-
-def full_vocab_rows(module: nn.Module, rows: list[torch.Tensor] | torch.Tensor) -> torch.Tensor:
-    """γ × (V_d,) draft-vocabulary distributions, or one (γ, V_d) tensor → (γ, V) over the target's vocabulary,
-    0 outside V_d (one scatter along the vocabulary rather than an indexed assignment)."""
-    R = rows if isinstance(rows, torch.Tensor) else torch.stack(rows)                   # (γ, V_d)
-    idx = module.vocab_ids.expand(R.shape[0], -1)                                        # (γ, V_d)
-    return torch.zeros(R.shape[0], module.full2draft.shape[0], dtype=R.dtype, device=R.device).scatter_(1, idx, R)
-
-
-def one_hot_rows(module: nn.Module, toks: list[int], dtype=torch.float32) -> torch.Tensor:
-    """γ greedy drafts → (γ, V) rows, 1 at each draft token: what probs_from_logits(…, 0) gives each slot, spread
-    over the target's vocabulary as full_vocab_rows spreads it."""
-    out = torch.zeros(len(toks), module.full2draft.shape[0], dtype=dtype, device=module.full2draft.device)
-    return out.scatter_(1, torch.tensor(toks, device=out.device).view(-1, 1), 1.0)
-
-
-def native_sampler(product, device):
-    """``sampling.sample`` as one native call where the drafter's kernel extension has it (the same index and the
-    same generator state after, tests/test_drafters.py), else ``sampling.sample`` itself."""
-    ext = getattr(product, "ext", None)
-    if ext is None or not hasattr(ext, "sample_index") or torch.device(device).type != "cpu":
-        return sample
-    return ext.sample_index
-
-
-def vocab_logits(module: nn.Module, h: torch.Tensor) -> torch.Tensor:
-    """h (…, d) → h W_vdᵀ (…, V_d); a block of ≤ 8 rows takes the few-row kernel when the loader set one."""
-    return module.vocab_product(h, module.W_vd)
+from .slots import head_slots, native_sampler
+from .vocab import full_vocab_rows, one_hot_rows, register_draft_vocab, vocab_logits
 
 
 class DSparkModel(nn.Module):
@@ -111,7 +68,6 @@ class DSparkModel(nn.Module):
         ext = fast.layer_extension(self.vocab_product)                                        # context < anchor
         h = self.backbone.forward_block(x, anchor_pos, st["kv"], ext)                         # + block: (γ, d)
         U = self.base_logits(h).float()                                                       # (γ, V_d)
-        rows, toks, es, diags = [], [], [], []                                                # rows: γ × (V_d,)
         vocab = self._vocab_list()
         prev = self.full2draft[anchor].view(1)
         if temperature == 0 and not diag and self.head is None:      # no sequential head: every slot at once
@@ -129,34 +85,14 @@ class DSparkModel(nn.Module):
             conf = torch.sigmoid(self.conf(h, e)).tolist() if self.conf is not None else None
             return toks, (one_hot_rows(self, toks, U.dtype) if P is None else full_vocab_rows(self, P)), conf, None
         state = self.head.init_state(1, dev) if self.head is not None else None
-        draw = native_sampler(self.vocab_product, dev)
-        for k in range(g):
-            if self.head is not None:
-                b, state, e = self.head.step(prev, h[k:k + 1], state)
-                b = b[0].float()                                                              # (V_d,)
-                es.append(e)
-            else:
-                b = None
-            logits = U[k] + b if b is not None else U[k]
-            if temperature == 0:                     # the one-hot row's only index; the rows are made at the end
-                j = int(logits.argmax())
-            else:
-                p = probs_from_logits(logits, temperature)                                    # (V_d,)
-                j = draw(p, generator)
-                rows.append(p)
-            tok = vocab[j]
-            toks.append(tok)
-            if diag:
-                top = torch.topk(logits, DIAG_TOPK).indices
-                diags.append({"ids": self.vocab_ids[top].tolist(), "U": U[k, top].tolist(),
-                              "B": (b[top] if b is not None else torch.zeros(DIAG_TOPK)).tolist(),
-                              "chosen": tok})
-            prev = torch.tensor([j], device=dev)
+        sl = head_slots(U, h, self.head, prev, temperature, generator, state=state,
+                        draw=native_sampler(self.vocab_product, dev), diag=diag, vocab_ids=self.vocab_ids)
+        toks = [vocab[j] for j in sl.js]
         conf = None                   # c_k for every slot in one call: each row computed as it would be alone
-        if self.conf is not None and es:
-            conf = torch.sigmoid(self.conf(h, torch.cat(es))).tolist()                        # γ floats
-        p = full_vocab_rows(self, rows) if rows else one_hot_rows(self, toks, U.dtype)                 # (γ, V)
-        return toks, p, conf, (diags or None)
+        if self.conf is not None and sl.es:
+            conf = torch.sigmoid(self.conf(h, torch.cat(sl.es))).tolist()                     # γ floats
+        p = full_vocab_rows(self, sl.rows) if sl.rows else one_hot_rows(self, toks, U.dtype)           # (γ, V)
+        return toks, p, conf, (sl.diags or None)
 
     def _native_loop(self, temperature: float, diag: bool):
         """The extension when a draft without diagnostics can take its Markov-head slot loop natively (greedy:
@@ -166,7 +102,7 @@ class DSparkModel(nn.Module):
             return None
         ext = getattr(self.vocab_product, "ext", None)
         loop = "markov_greedy" if temperature == 0 else "markov_sample"
-        if ext is None or not hasattr(ext, loop) or "forward" not in self.head.W2.__dict__:
+        if ext is None or not hasattr(ext, loop) or not fast.kernels.routed(self.head.W2):
             return None
         W1, W2 = self.head.W1.weight, self.head.W2.weight
         ok = W1.dtype == W2.dtype and W1.dtype in fast.DTYPES and W1.device.type == "cpu" and W1.shape[1] % 8 == 0
@@ -175,8 +111,4 @@ class DSparkModel(nn.Module):
     def _vocab_list(self) -> list[int]:
         """vocab_ids as a Python list (a list index per slot, not a tensor index and a sync), kept until the
         buffer changes."""
-        key = (self.vocab_ids.data_ptr(), self.vocab_ids._version)
-        kept = self.__dict__.get("_vocab_kept")
-        if kept is None or kept[0] != key:
-            kept = self.__dict__["_vocab_kept"] = (key, self.vocab_ids.tolist())
-        return kept[1]
+        return keyed(self, "vocab_list", (self.vocab_ids.data_ptr(), self.vocab_ids._version), self.vocab_ids.tolist)

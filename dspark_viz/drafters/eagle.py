@@ -15,7 +15,8 @@ import torch.nn as nn
 from ..sampling import probs_from_logits
 from .backbone import DraftLayer, RMSNorm, rope_cos_sin
 from .config import DrafterConfig
-from .dspark import full_vocab_rows, native_sampler, one_hot_rows, register_draft_vocab, vocab_logits
+from .slots import native_sampler
+from .vocab import full_vocab_rows, one_hot_rows, register_draft_vocab, vocab_logits
 
 
 class EagleModel(nn.Module):

@@ -204,22 +204,30 @@ def patch_linears(model: torch.nn.Module, ext, min_rows: int = MIN_ROWS) -> int:
     one-row product is several times slower than the kernel."""
     n = 0
     for mod in model.modules():
-        if isinstance(mod, torch.nn.Linear) and "forward" not in mod.__dict__:
+        if isinstance(mod, torch.nn.Linear) and not routed(mod):
             mod.forward = _patched(mod, ext, min_rows)
+            mod.kernel_routed = True
             n += 1
     return n
+
+
+def routed(mod: torch.nn.Module) -> bool:
+    """Whether ``mod`` is a linear that patch_linears routes through the kernel now: the flag it sets and
+    stock_linears clears, read wherever a native path is chosen for the bits this product gives."""
+    return bool(getattr(mod, "kernel_routed", False))
 
 
 @contextlib.contextmanager
 def stock_linears(model: torch.nn.Module):
     """Temporarily undo patch_linears (for A/B comparisons in one process)."""
-    saved = [(m, m.__dict__.pop("forward")) for m in model.modules()
-             if isinstance(m, torch.nn.Linear) and "forward" in m.__dict__]
+    saved = [(m, m.__dict__.pop("forward")) for m in model.modules() if isinstance(m, torch.nn.Linear) and routed(m)]
+    for m, _f in saved:
+        m.kernel_routed = False
     try:
         yield model
     finally:
         for m, f in saved:
-            m.forward = f
+            m.forward, m.kernel_routed = f, True
 
 
 def _patched(mod: torch.nn.Linear, ext, min_rows: int = MIN_ROWS):

@@ -113,7 +113,7 @@ def _lean_forward(layer, ext):
         Wq = at.q_proj.weight
         if (not kernels.applies(hidden_states, Wq) or position_embeddings is None              # 1–8 rows
                 or not isinstance(cache, DynamicCache) or layer.training
-                or "forward" not in at.q_proj.__dict__):          # patch_linears undone (stock_linears)
+                or not kernels.routed(at.q_proj)):          # patch_linears undone (stock_linears)
             return stock(hidden_states, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
                          use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
         x = hidden_states                                                          # (b, q, d)

@@ -77,7 +77,7 @@ def _native_plan(model, fns) -> tuple | None:
     if not all(f.state.get("fused") for f in fns):
         return None
     layers = model.model.layers
-    if "forward" not in layers[0].self_attn.q_proj.__dict__:
+    if not kernels.routed(layers[0].self_attn.q_proj):
         return None
     key = tuple(map(id, fns))
     kept = model.__dict__.get("_dspark_plan")
@@ -109,7 +109,7 @@ def _tail(model, ext, x: torch.Tensor) -> tuple | None:
     norm, head = model.model.norm, model.lm_head
     f = norm.__dict__.get("forward")
     if (f is None or not getattr(f, "state", {}).get("fused") or not isinstance(head, torch.nn.Linear)
-            or head.bias is not None or "forward" not in head.__dict__ or head.weight.dtype != x.dtype
+            or head.bias is not None or not kernels.routed(head) or head.weight.dtype != x.dtype
             or not head.weight.is_contiguous() or norm.weight.dtype != x.dtype
             or getattr(ext.skinny_linear, "__name__", "") != "skinny_linear"):   # kernels.row_layout: the rows
         return None

@@ -162,10 +162,6 @@ class TargetModel:
     def lm_head_weight(self) -> torch.Tensor:        # (V, d)
         return self.model.get_output_embeddings().weight
 
-    @property
-    def final_norm(self):
-        return self.model.model.norm
-
     # -- text ------------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))

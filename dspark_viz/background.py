@@ -8,13 +8,14 @@ Algorithm 1 decides ℓ for a *batch*: with R requests the verify budget is shar
 one request, so for R > 1 ``LoadedPolicy`` adds R − 1 background requests whose c_1..c_γ rows replay
 ``background`` (recorded rows, or ``SYNTHETIC_BACKGROUND``), tiled deterministically by ``tile_requests``.
 Only request 0's ℓ is used by the decode loop; the Schedule it returns holds the whole batch's admission path.
-``live_policy`` is the one factory the interactive faces (app tabs, notebook panels) take their policy from.
+``live_policy`` is the one factory the interactive faces (app tabs, notebook panels) take their policy from; the
+policy it runs is the one the policy table (scheduler.POLICIES) marks live.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from .scheduler import FixedLength, HardwareAware, Policy, Schedule
+from .scheduler import FixedLength, HardwareAware, Policy, Schedule, live_name, make_policy
 
 # A few confidence rows c_1..c_7 in the range a trained head produces (used when no recording is given)
 SYNTHETIC_BACKGROUND = (
@@ -58,11 +59,13 @@ class LoadedPolicy(Policy):
         return self.inner.choose(batch, sps, explain=explain)
 
 
-def live_policy(drafter, R: int, background: Sequence[Sequence[float]] = SYNTHETIC_BACKGROUND) -> Policy:
-    """The policy of a live decode at load R: Algorithm 1 on this request + R − 1 ``background`` requests for a
-    drafter with a confidence head (the synthetic rows when none are given), FixedLength(γ) without one."""
+def live_policy(drafter, R: int, background: Sequence[Sequence[float]] = SYNTHETIC_BACKGROUND,
+                policy: str | None = None) -> Policy:
+    """The policy of a live decode at load R: for a drafter with a confidence head, ``policy`` (a name of
+    scheduler.POLICIES; by default the table's live one, ``live_name()``: Algorithm 1) on this request + R − 1
+    ``background`` requests (the synthetic rows when none are given); FixedLength(γ) without a head."""
     if getattr(drafter, "has_confidence", False):
-        return LoadedPolicy(R, background or SYNTHETIC_BACKGROUND, inner=HardwareAware())
+        return LoadedPolicy(R, background or SYNTHETIC_BACKGROUND, inner=make_policy(policy or live_name()))
     return FixedLength(getattr(drafter, "gamma", 1))
 
 

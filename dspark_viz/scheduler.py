@@ -33,11 +33,12 @@ It must not depend on c_{r,j+1..γ}, which read x_{r,j} (paper appendix A).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .cost import SPSProfile, gpu_like
+from .registry import LiveNames
 
 
 def checked(conf, what: str = "confidences") -> np.ndarray:
@@ -291,16 +292,54 @@ class AsyncGlobal(_StaleCapacity, Policy):
                        info=dict(K=K, K_source=src, theta0=theta0, profile=sps.name))
 
 
-# The one table of policy names: name → constructor (keyword arguments pass through); "fixed-<ℓ>" is FixedLength(ℓ).
-POLICIES = {
-    "fixed": FixedLength,
-    "threshold": StaticThreshold,
-    "hardware-aware": HardwareAware,
-    "hardware-aware+floor": lambda **k: HardwareAware(**{"floor_lag": 2, **k}),
-    "async-global": AsyncGlobal,
-    "retrospective": lambda **k: HardwareAware(early_stop=False, **k),
-}
-POLICY_NAMES = ("fixed", "fixed-<ℓ>") + tuple(n for n in POLICIES if n != "fixed")
+# -- the one table of policies: every list of policy names (make_policy, the CLI, the serving sweep, the live engine,
+# chart colours) is read from it; register_policy adds one -------------------------------------------------------
+@dataclass(frozen=True)
+class PolicyEntry:
+    name: str
+    make: Callable[..., Policy]          # keyword arguments pass through
+    label: str                           # one line for help texts and legends
+    sweep: tuple[str, ...] = ()          # the names it adds to the serving simulation's sweep (serving/simulate.py)
+    colour: str | None = None            # an Okabe–Ito name (viz/style.py) or "#rrggbb"; None: a free colour
+    live: bool = False                   # the live engine's policy (background.live_policy): the last one marked
+
+
+POLICIES: dict[str, PolicyEntry] = {}
+
+
+def register_policy(name: str, make: Callable[..., Policy], label: str, *, sweep: bool | Sequence[str] = False,
+                    colour: str | None = None, live: bool = False) -> PolicyEntry:
+    """Add a policy by name; sweep=True puts it in the serving sweep (or give the names it adds there)."""
+    names = (name,) if sweep is True else tuple(sweep or ())
+    POLICIES[name] = PolicyEntry(name, make, label, names, colour, live)
+    return POLICIES[name]
+
+
+def unregister_policy(name: str) -> None:
+    POLICIES.pop(name, None)
+
+
+def sweep_names() -> tuple[str, ...]:
+    """The policies the serving simulation compares, in table order."""
+    return tuple(n for e in POLICIES.values() for n in e.sweep)
+
+
+def live_name() -> str:
+    """The policy the live engine runs for a drafter with a confidence head."""
+    return [n for n, e in POLICIES.items() if e.live][-1]
+
+
+register_policy("fixed", FixedLength, "fixed ℓ (ell=…; fixed-<ℓ>; fixed-1 is the MTP-1 baseline)",
+                sweep=tuple(f"fixed-{k}" for k in range(1, 8)))
+register_policy("threshold", StaticThreshold, "static threshold on c_k or a_k (theta=…, on=…)")
+register_policy("hardware-aware", HardwareAware, "hardware-aware, Algorithm 1", sweep=True, colour="vermillion",
+                live=True)
+register_policy("hardware-aware+floor", lambda **k: HardwareAware(**{"floor_lag": 2, **k}),
+                "hardware-aware with a stale floor (floor_lag=2)", sweep=True, colour="sky")
+register_policy("async-global", AsyncGlobal, "async global top-K, §5.2 (lag=…)", sweep=True, colour="purple")
+register_policy("retrospective", lambda **k: HardwareAware(early_stop=False, **k),
+                "retrospective search, appendix A (not lossless)", colour="yellow")
+POLICY_NAMES = LiveNames(lambda: ("fixed", "fixed-<ℓ>") + tuple(n for n in POLICIES if n != "fixed"))
 
 
 def make_policy(name: str, **kw) -> Policy:
@@ -313,7 +352,7 @@ def make_policy(name: str, **kw) -> Policy:
     if key not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; valid names: {', '.join(POLICY_NAMES)}")
     try:
-        return POLICIES[key](**kw)
+        return POLICIES[key].make(**kw)
     except TypeError as e:
         raise ValueError(f"bad arguments for policy {name!r}: {e}") from e
 
@@ -325,4 +364,5 @@ def expected_throughput(conf, lengths: Sequence[int], sps: SPSProfile) -> float:
 
 __all__ = ["Schedule", "Policy", "FixedLength", "StaticThreshold", "HardwareAware", "AsyncGlobal",
            "make_policy", "survival", "greedy_path", "admitted_count", "sorted_candidates",
-           "expected_throughput", "POLICIES", "POLICY_NAMES"]
+           "expected_throughput", "POLICIES", "POLICY_NAMES", "PolicyEntry", "live_name", "register_policy",
+           "sweep_names", "unregister_policy"]

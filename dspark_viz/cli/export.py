@@ -6,6 +6,7 @@ import json
 
 import torch
 
+from .. import registry
 from ..drafters import load_drafter
 from ..drafters.deepspec_config import is_drafter_dir
 from ..drafters.deepspec_export import EXPORTABLE, QK_NORMS, export_drafter, measure_qk_scale
@@ -37,7 +38,7 @@ def add_export(p: argparse.ArgumentParser) -> None:
 
 def run_export(a: argparse.Namespace) -> int:
     name = a.drafter.strip()
-    if name == "eagle" or name in ("lookup",) or name.endswith("+lookup"):
+    if name.endswith("+lookup") or (name in registry.DRAFTERS and name not in EXPORTABLE):   # eagle, lookup, …
         raise ValueError(f"{name!r} cannot be exported: an EAGLE-style drafter has no DeepSpec equivalent, and "
                          f"lookup has no weights; export {', '.join(EXPORTABLE)} or a card of one of them")
     if is_drafter_dir(name):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from .. import registry
 from ..datasets.traces import bundle_name, save_bundle
 from ..drafters import load_drafter
 from ..evaluation.full_block import evaluate_drafter, load_eval_prompts
@@ -21,11 +22,9 @@ from ..fast import tune
 from ..settings import assets
 from .common import add_target_args, load_target_from_args
 
-DRAFTERS = ["dspark", "dspark-rnn", "dflash", "eagle", "lookup"]
-
-
 def add_record(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--drafters", nargs="+", default=DRAFTERS)
+    p.add_argument("--drafters", nargs="+", default=list(registry.names(lambda e: e.recorded)),
+                   help="default: the drafters the table marks recorded (dspark_viz.registry)")
     p.add_argument("--temperatures", nargs="+", type=float, default=[0.0, 1.0])
     p.add_argument("--prompts", nargs="+", default=None, help="JSONL prompt file(s) (default: the shipped eval split)")
     p.add_argument("--per-domain", type=int, default=30)

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-# The one table of neural drafter names: algorithm → the stem of its shipped files (assets/drafters/<stem>.json).
-SHIPPED = {"dspark": "dspark_markov", "dspark-rnn": "dspark_rnn", "dflash": "dflash", "eagle": "eagle"}
-ALGOS = tuple(SHIPPED)
+from .. import registry
+from ..registry import LiveNames
+
+# Read from the one table of drafter names (dspark_viz.registry): algorithm → the stem of its shipped files
+# (assets/drafters/<stem>.json), the algorithms, and each one's architecture preset.
+SHIPPED = registry.field_map("stem")
+ALGOS = LiveNames(lambda: tuple(SHIPPED))
+PRESETS = registry.LiveMap(lambda: {n: dict(registry.DRAFTERS[n].preset) for n in SHIPPED})
 
 
 @dataclass(frozen=True)
 class DrafterConfig:
-    algo: str = "dspark"                 # dspark | dspark-rnn | dflash | eagle
+    algo: str = "dspark"                 # a name of config.ALGOS: dspark | dspark-rnn | dflash | eagle
     gamma: int = 7
     n_layers: int = 1                    # draft layers (EAGLE-style: 1)
     head: str | None = "markov"          # markov | rnn | None
@@ -61,11 +66,3 @@ class DrafterConfig:
         base.update(PRESETS[algo])
         base.update(kw)
         return cls(**base)
-
-
-PRESETS: dict[str, dict] = {
-    "dspark": dict(head="markov", confidence=True, n_layers=1),
-    "dspark-rnn": dict(head="rnn", confidence=True, n_layers=1),
-    "dflash": dict(head=None, confidence=False, n_layers=1),
-    "eagle": dict(head=None, confidence=False, n_layers=1),
-}

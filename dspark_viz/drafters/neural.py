@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .. import fast
+from .. import fast, registry
 from ..calibration import STSCalibration
 from ..settings import assets
 from .config import SHIPPED, DrafterConfig
@@ -23,12 +23,22 @@ from .neural_drafter import NeuralDrafter
 
 FORMAT = "dspark_viz-drafter/1"
 ASSETS = assets("drafters")
+# the neural families: registry.DrafterEntry.family → model class (drafters.register_drafter(…, model=) adds one)
+MODELS: dict[str, type] = {"dspark": DSparkModel, "eagle": EagleModel}
+
+
+def model_class(algo: str) -> type:
+    """The model class of a neural drafter, by its table entry's family."""
+    entry = registry.DRAFTERS.get(algo)
+    if entry is None or entry.family not in MODELS:
+        known = ", ".join(n for n, e in registry.DRAFTERS.items() if e.family in MODELS)
+        raise ValueError(f"{algo!r} is not a neural drafter: {known}")
+    return MODELS[entry.family]
 
 
 def build_model(cfg: DrafterConfig, target, vocab_ids: torch.Tensor):
     emb, head = target.embed_weight.detach(), target.lm_head_weight.detach()
-    cls = EagleModel if cfg.algo == "eagle" else DSparkModel
-    return cls(cfg, emb, head, vocab_ids).to(target.device)
+    return model_class(cfg.algo)(cfg, emb, head, vocab_ids).to(target.device)
 
 
 def init_from_target(model, target) -> None:

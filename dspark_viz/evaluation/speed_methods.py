@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from .. import registry
 from ..decode import speculative_generate
 from ..drafters import load_drafter, speed_only
 from ..metrics import drafted_share, tau, time_split
@@ -30,11 +31,11 @@ from ..scheduler import FixedLength, HardwareAware
 
 BASELINE = "hf_generate"
 PLAIN = "plain"                         # our plain decoding: the ×plain and =plain reference
-LABELS = {                              # what each method is, for the tables' legend
+LABELS = {                              # what each method is, for the tables' legend (register_method adds)
     "hf_generate": "HF `generate`", "hf_prompt_lookup": "HF prompt lookup", "plain": "our plain decoding",
-    "lookup": "our prompt lookup", "dflash": "DFlash-style, ℓ = γ", "eagle": "EAGLE-style, ℓ = γ",
-    "dspark_fixed": "DSpark, ℓ = γ", "dspark_sched": "DSpark, hardware-aware",
-    "dspark_fallback": "DSpark, hardware-aware + fallback", "dspark_lookup": "DSpark + lookup, hardware-aware",
+    "lookup": f"our {registry.label('lookup')}", "dspark_fixed": "DSpark, ℓ = γ",
+    "dspark_sched": "DSpark, hardware-aware", "dspark_fallback": "DSpark, hardware-aware + fallback",
+    "dspark_lookup": "DSpark + lookup, hardware-aware",
 }
 
 
@@ -61,10 +62,12 @@ METHODS: dict[str, Method] = {}
 DEFAULT_METHODS: list[str] = []         # what `bench` runs without --methods
 
 
-def register_method(name: str, fn: Method | None = None, default: bool = True):
+def register_method(name: str, fn: Method | None = None, default: bool = True, label: str | None = None):
     """Register a benchmark method (usable as a decorator); default=False: only on request (--methods)."""
     def deco(f: Method) -> Method:
         METHODS[name] = f
+        if label is not None:
+            LABELS[name] = label
         if default and name not in DEFAULT_METHODS:
             DEFAULT_METHODS.append(name)
         return f
@@ -147,8 +150,9 @@ def _neural(name: str, scheduled: bool = False, ell: int | None = None, fallback
     return run
 
 
-register_method("dflash", _neural("dflash"))
-register_method("eagle", _neural("eagle"))
+for _e in registry.entries(lambda e: e.bench):          # the table's drafters benchmarked at ℓ = γ: dflash, eagle
+    register_method(_e.name, _neural(_e.name), label=f"{_e.label}, ℓ = γ")
+del _e
 register_method("dspark_fixed", _neural("dspark"))
 register_method("dspark_sched", _neural("dspark", scheduled=True))
 register_method("dspark_fallback", _neural("dspark", scheduled=True, fallback=True))

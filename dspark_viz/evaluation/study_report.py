@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-LABEL = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style", "eagle": "EAGLE-style"}
+from .. import registry
+
+LABEL = registry.field_map("label")      # algo → printed name, from the one table of drafters
 # a recipe variant's setting → (the suffix of its cell name, its words in labels)
 VARIANTS = {"conf_grad": {False: ("cdetach", "confidence loss into its head only")}}
 
@@ -24,7 +26,7 @@ def variant_tag(variant: dict | None) -> str:
 
 def variant_label(cell: dict) -> str:
     """The drafter's name with its recipe variant, if any: "DSpark-Markov (confidence loss into its head only)"."""
-    base = LABEL.get(cell["algo"], cell["algo"])
+    base = registry.label(cell["algo"])
     v = cell.get("variant") or {}
     return base + (" (" + ", ".join(VARIANTS[k][x][1] for k, x in sorted(v.items())) + ")" if v else "")
 

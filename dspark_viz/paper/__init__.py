@@ -1,5 +1,5 @@
 """The paper's published numbers that the course sets beside its own (DSpark, arXiv 2607.05147). Pure data and
-arithmetic on it; imports nothing from the package. Here: Table 1 and Fig. 2; ``figs34``: Figs. 3 and 4 (depth,
+arithmetic on it; imports nothing from the package but the table of drafter names (``dspark_viz.registry``). Here: Table 1 and Fig. 2; ``figs34``: Figs. 3 and 4 (depth,
 proposal length); ``figs56``: Fig. 5 (threshold
 sweep) and Fig. 6 (reliability); ``figs78``: §5.4's serving results, Figs. 7 and 8.
 
@@ -12,11 +12,14 @@ counts the same way), k 1-based draft position.
 """
 from __future__ import annotations
 
+from .. import registry
+
 ARXIV = "2607.05147"
 
-# The paper's drafter names, and the shipped drafter of this package that plays the same role.
+# The paper's drafter names, and the shipped drafter of this package that plays the same role (the registry entry
+# whose ``paper`` is that name).
 LABELS = {"eagle3": "Eagle3", "dflash": "DFlash", "dspark": "DSpark"}
-OURS = {"eagle3": "eagle", "dflash": "dflash", "dspark": "dspark"}
+OURS = registry.LiveMap(lambda: {p: n for p in LABELS for n, e in registry.DRAFTERS.items() if e.paper == p})
 
 # -- Table 1 ----------------------------------------------------------------------------------------------------
 # §4.1: standard speculative sampling at temperature 1.0, chain drafting, a fixed block of 7 (the confidence

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..cost import SPSProfile
-from ..scheduler import Policy, StaticThreshold, make_policy
+from ..registry import LiveNames
+from ..scheduler import Policy, StaticThreshold, make_policy, sweep_names
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..trace import Trace
@@ -154,9 +155,9 @@ def _as_policy(p):
     return OracleReference() if str(p).strip().lower() == "oracle" else make_policy(p)
 
 
-# every policy the serving simulation compares (CLI `simulate`, benchmarks/results.py --simulate)
-SWEEP_POLICIES = tuple(f"fixed-{k}" for k in range(1, 8)) + ("hardware-aware", "hardware-aware+floor", "async-global",
-                                                          "oracle")   # the last: OracleReference, not a policy
+# every policy the serving simulation compares (CLI `simulate`, benchmarks/results.py --simulate): those the
+# policy table (scheduler.POLICIES) puts in the sweep, then "oracle" (OracleReference, not a policy)
+SWEEP_POLICIES = LiveNames(lambda: sweep_names() + ("oracle",))
 
 
 def sweep(traces, policies, profile: SPSProfile, Rs: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128, 256),

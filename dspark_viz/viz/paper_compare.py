@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from .. import metrics, paper
+from .. import metrics, paper, registry
 from ..trace import Trace
 from .style import DRAFTER_COLORS, series_scale
 
@@ -32,6 +32,12 @@ def _by_domain(ts: list[Trace]) -> dict[str, list[Trace]]:
 def _colour_key(paper_drafter: str) -> str:
     """The colour a paper drafter is drawn in: that of this package's drafter in the same role."""
     return paper.OURS[paper_drafter]
+
+
+def _drafter_order(frame) -> list[str]:
+    """The frame's drafters in the table's order (dspark_viz.registry), any others after them, sorted."""
+    order = registry.names(lambda e: e.stem is not None)       # the shipped neural drafters
+    return [d for d in order if d in set(frame.drafter)] + sorted(set(frame.drafter) - set(order))
 
 
 # -- Table 1 -------------------------------------------------------------------------------------------------
@@ -78,8 +84,7 @@ def table1_compare_chart(frame, width: int = 250, height: int = 220):
     the chart carry the numbers)."""
     import altair as alt
 
-    order = ["dspark", "dspark-rnn", "dflash", "eagle"]
-    drafters = [d for d in order if d in set(frame.drafter)] + sorted(set(frame.drafter) - set(order))
+    drafters = _drafter_order(frame)
     src_paper = [s for s in dict.fromkeys(frame.source) if s != OURS_LABEL]
     panels = []
     for s in src_paper:
@@ -134,8 +139,7 @@ def fig2_compare_chart(frame, width: int = 210, height: int = 210):
     drawn hollow where the curve read off the figure comes closest). One y axis from 0 to 1 so both scales show."""
     import altair as alt
 
-    order = ["dspark", "dspark-rnn", "dflash", "eagle"]
-    drafters = [d for d in order if d in set(frame.drafter)] + sorted(set(frame.drafter) - set(order))
+    drafters = _drafter_order(frame)
     df = frame.copy()
     kmax = int(df.k_drawn.max()) if len(df) else 7
     df["position"] = df.k.map(lambda k: "stated" if k == k and k is not None else "not stated")

@@ -6,14 +6,16 @@ cell (label, layers, gamma, data_tokens, tau, acc1, …); nothing is computed he
 """
 from __future__ import annotations
 
-from ..evaluation.study_report import LABEL
+from .. import registry
 from .style import CATEGORICAL
 
-DRAFTERS = ["DSpark-Markov", "DSpark-RNN", "DFlash-style", "EAGLE-style"]
+# the studied (shipped neural) drafters' labels, in the table's order (dspark_viz.registry)
+DRAFTERS = registry.LiveNames(lambda: tuple(e.label for e in registry.entries(lambda e: e.stem is not None)))
 
 
 def _color(alt):
-    return alt.Color("label:N", title=None, scale=alt.Scale(domain=DRAFTERS, range=CATEGORICAL[:len(DRAFTERS)]))
+    names = list(DRAFTERS)
+    return alt.Color("label:N", title=None, scale=alt.Scale(domain=names, range=CATEGORICAL[:len(names)]))
 
 
 def depth_chart(df, subtitle: str = ""):
@@ -42,7 +44,7 @@ def gamma_chart(df, latency: dict | None = None, subtitle: str = ""):
     ).properties(width=240, height=200, title="τ against γ")
     if not latency or not latency.get("rows"):
         return left.properties(title=alt.Title("τ against block size", subtitle=subtitle or ""))
-    rows = [dict(gamma=r["gamma"], part=f"draft ({LABEL.get(r['algo'], r['algo'])})", ms=r["t_draft"] * 1e3)
+    rows = [dict(gamma=r["gamma"], part=f"draft ({registry.label(r['algo'])})", ms=r["t_draft"] * 1e3)
             for r in latency["rows"]]
     by_g = {r["gamma"]: r["t_verify_full"] * 1e3 for r in latency["rows"]}
     rows += [dict(gamma=g, part="verify γ + 1 tokens (target)", ms=v) for g, v in sorted(by_g.items())]

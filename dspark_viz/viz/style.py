@@ -5,6 +5,10 @@ Colours are the Okabe–Ito colour-blind-safe palette. Every status is also told
 """
 from __future__ import annotations
 
+from .. import registry
+from ..registry import LiveMap
+from ..scheduler import POLICIES
+
 # Okabe & Ito (2008), "Color Universal Design"
 OKABE_ITO = {
     "orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73", "yellow": "#F0E442",
@@ -55,16 +59,16 @@ STATUS_STROKE_WIDTH = {"accepted": 1, "rejected": 2.5, "not_reached": 1.5, "prun
 STATUS_OPACITY = {"accepted": 0.95, "rejected": 0.95, "not_reached": 0.45, "pruned": 0.45, "bonus": 0.95}
 
 # -- named series ---------------------------------------------------------------------------------
-DRAFTER_COLORS = {
-    "dspark": OKABE_ITO["vermillion"], "dspark-rnn": OKABE_ITO["purple"], "dflash": OKABE_ITO["blue"],
-    "eagle": OKABE_ITO["green"], "lookup": OKABE_ITO["orange"], "random": OKABE_ITO["grey"],
-    "plain": OKABE_ITO["black"],
-}
-POLICY_COLORS = {
-    "hardware-aware": OKABE_ITO["vermillion"], "async-global": OKABE_ITO["purple"],
-    "hardware-aware+floor": OKABE_ITO["sky"],
-    "retrospective": OKABE_ITO["yellow"], "fixed-1": OKABE_ITO["black"], "fixed-0": OKABE_ITO["grey"],
-}
+def colour(c: str) -> str:
+    """An Okabe–Ito name ("vermillion") as its hex value; any other colour as given."""
+    return OKABE_ITO.get(c, c)
+
+
+# read from the tables on every use (dspark_viz.registry, scheduler.POLICIES): a registered name has its colour
+DRAFTER_COLORS = LiveMap(lambda: {n: colour(c) for n, c in registry.field_map("colour").items()}
+                         | {"plain": OKABE_ITO["black"]})                      # plain decoding: no drafter
+POLICY_COLORS = LiveMap(lambda: {n: colour(e.colour) for n, e in POLICIES.items() if e.colour}
+                        | {"fixed-1": OKABE_ITO["black"], "fixed-0": OKABE_ITO["grey"]})   # MTP-1, no drafting
 STAGE_COLORS = {"before STS": OKABE_ITO["grey"], "after STS": OKABE_ITO["vermillion"]}
 OUTCOME_COLORS = {"accepted": OKABE_ITO["green"], "rejected": OKABE_ITO["vermillion"]}
 COMPONENT_COLORS = {"U_k backbone": OKABE_ITO["blue"], "B_k sequential bias": OKABE_ITO["orange"],

@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ... import registry
 from ...calibration import calibration_report, fit_sts, rollouts_from_traces
 from ...cost import SPSProfile, gpu_like, jagged, named_profile
 from ...datasets.synthetic import synthetic_traces
@@ -31,10 +32,8 @@ from ...trace import Trace
 from ...viz import reliability_frame
 from .text import md_escape
 
-DRAFTER_LABELS = {"dspark": "DSpark-Markov", "dspark-rnn": "DSpark-RNN", "dflash": "DFlash-style",
-                  "eagle": "EAGLE-style", "lookup": "prompt lookup", "random": "random (toy)",
-                  "dspark+lookup": "DSpark + lookup"}
-DRAFTER_ORDER = ("dspark", "dspark-rnn", "dflash", "eagle", "lookup", "dspark+lookup")
+DRAFTER_LABELS = registry.field_map("label")                     # read from the one table (dspark_viz.registry)
+DRAFTER_ORDER = registry.LiveNames(lambda: registry.names(lambda e: e.offered))   # the dropdown, in display order
 PROFILE_LABELS = {"gpu-like": "gpu-like (smooth, synthetic)", "jagged": "jagged (CUDA-graph buckets, synthetic)",
                   "cpu": "cpu (measured by dspark-viz profile for this target's dtype and kernel)"}
 DEFAULT_EXAMPLES = (                                   # from assets/prompts/eval.jsonl, two per domain
@@ -106,7 +105,7 @@ class AppResources:
         return int(min(self.target.max_context, self.limits.max_prompt_tokens + self.limits.max_new_tokens))
 
     def label(self, name: str) -> str:
-        return DRAFTER_LABELS.get(name, name)
+        return registry.label(name)
 
     def drafter_choices(self) -> list[tuple[str, str]]:
         return [(self.label(n) + ("" if getattr(d, "has_confidence", False) else " (no confidence head)"), n)
@@ -149,10 +148,11 @@ class AppResources:
         return value
 
 
-def available_drafters(target, names: Sequence[str] = DRAFTER_ORDER) -> tuple[dict[str, Any], dict[str, str]]:
-    """Every drafter that loads for this target; the others with the reason (not shipped yet, mismatch…)."""
+def available_drafters(target, names: Sequence[str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every drafter that loads for this target (of ``names``, by default those the table offers: DRAFTER_ORDER);
+    the others with the reason (not shipped yet, mismatch…)."""
     ok, missing = {}, {}
-    for n in names:
+    for n in DRAFTER_ORDER if names is None else names:
         try:
             ok[n] = load_drafter(n, target)
         except FileNotFoundError:
@@ -256,7 +256,8 @@ def load_resources(target=None, drafters: Mapping[str, Any] | None = None, *, pr
         drafters, missing = available_drafters(target)
     if not drafters:
         raise ValueError("no drafter loads for this target (prompt lookup always should: check the target)")
-    order = [n for n in DRAFTER_ORDER if n in drafters] + [n for n in drafters if n not in DRAFTER_ORDER]
+    shown = tuple(DRAFTER_ORDER)
+    order = [n for n in shown if n in drafters] + [n for n in drafters if n not in shown]
     if isinstance(profiles, SPSProfile):
         profiles = {profiles.name: profiles}
     profs = dict(profiles) if profiles is not None else available_profiles(target)

@@ -136,5 +136,8 @@ for _e in (
     add(_e)
 del _e
 
-__all__ = ["DRAFTERS", "DrafterEntry", "LiveMap", "LiveNames", "add", "entries", "field_map", "label", "names",
-           "remove"]
+# paper drafter name (``dspark_viz.paper.LABELS``) → the shipped drafter that plays its role
+PAPER_ROLE = LiveMap(lambda: {e.paper: e.name for e in entries() if e.paper is not None})
+
+__all__ = ["DRAFTERS", "DrafterEntry", "LiveMap", "LiveNames", "PAPER_ROLE", "add", "entries", "field_map", "label",
+           "names", "remove"]

@@ -64,7 +64,7 @@ def test_every_shipped_name_has_label_colour_and_order():
         "dspark": OKABE_ITO["vermillion"], "dflash": OKABE_ITO["blue"], "eagle": OKABE_ITO["green"],
         "lookup": OKABE_ITO["orange"]}
     assert tuple(DRAFTER_ORDER) == ("dspark", "dspark-rnn", "dflash", "eagle", "lookup", "dspark+lookup")
-    assert dict(paper.OURS) == {"eagle3": "eagle", "dflash": "dflash", "dspark": "dspark"}
+    assert dict(registry.PAPER_ROLE) == {"eagle3": "eagle", "dflash": "dflash", "dspark": "dspark"}
 
 
 def test_the_random_drafter_loads_by_name(target):

@@ -1,7 +1,7 @@
 """The paper's published numbers that the course sets beside its own (DSpark, arXiv 2607.05147). Pure data and
-arithmetic on it; imports nothing from the package but the table of drafter names (``dspark_viz.registry``). Here: Table 1 and Fig. 2; ``figs34``: Figs. 3 and 4 (depth,
-proposal length); ``figs56``: Fig. 5 (threshold
-sweep) and Fig. 6 (reliability); ``figs78``: §5.4's serving results, Figs. 7 and 8.
+arithmetic on it; imports nothing. Here: Table 1 and Fig. 2; ``figs34``: Figs. 3 and 4 (depth, proposal length);
+``figs56``: Fig. 5 (threshold sweep) and Fig. 6 (reliability); ``figs78``: §5.4's serving results, Figs. 7 and 8.
+Which of this package's drafters plays each paper drafter's role is the registry's ``PAPER_ROLE``.
 
 Two kinds of value, kept apart:
 - *text* values are printed in the paper (Table 1, the numbers its §4.2 and §4.3.1 quote): cite them as they are;
@@ -12,14 +12,10 @@ counts the same way), k 1-based draft position.
 """
 from __future__ import annotations
 
-from .. import registry
-
 ARXIV = "2607.05147"
 
-# The paper's drafter names, and the shipped drafter of this package that plays the same role (the registry entry
-# whose ``paper`` is that name).
+# The paper's drafter names
 LABELS = {"eagle3": "Eagle3", "dflash": "DFlash", "dspark": "DSpark"}
-OURS = registry.LiveMap(lambda: {p: n for p in LABELS for n, e in registry.DRAFTERS.items() if e.paper == p})
 
 # -- Table 1 ----------------------------------------------------------------------------------------------------
 # §4.1: standard speculative sampling at temperature 1.0, chain drafting, a fixed block of 7 (the confidence
@@ -129,6 +125,6 @@ def fig2_read_rows() -> list[dict]:
             for d, by in FIG2_READ.items() for dom, curve in by.items() for k, v in enumerate(curve, start=1)]
 
 
-__all__ = ["ARXIV", "LABELS", "OURS", "TABLE1_SETUP", "BENCHMARKS", "DOMAIN_OF", "DOMAINS", "TABLE1",
+__all__ = ["ARXIV", "LABELS", "TABLE1_SETUP", "BENCHMARKS", "DOMAIN_OF", "DOMAINS", "TABLE1",
            "TEXT_DOMAIN_TAU", "TEXT_MACRO_GAIN", "table1_rows", "domain_means", "macro_gain", "FIG2_TEXT",
            "FIG2_READ", "placed_k", "fig2_text_rows", "fig2_read_rows"]

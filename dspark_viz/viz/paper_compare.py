@@ -31,7 +31,7 @@ def _by_domain(ts: list[Trace]) -> dict[str, list[Trace]]:
 
 def _colour_key(paper_drafter: str) -> str:
     """The colour a paper drafter is drawn in: that of this package's drafter in the same role."""
-    return paper.OURS[paper_drafter]
+    return registry.PAPER_ROLE[paper_drafter]
 
 
 def _drafter_order(frame) -> list[str]:
@@ -88,7 +88,8 @@ def table1_compare_chart(frame, width: int = 250, height: int = 220):
     src_paper = [s for s in dict.fromkeys(frame.source) if s != OURS_LABEL]
     panels = []
     for s in src_paper:
-        names = ", ".join(f"{paper.LABELS[k]} as {v}" for k, v in paper.OURS.items())
+        roles = registry.PAPER_ROLE
+        names = ", ".join(f"{paper.LABELS[k]} as {roles[k]}" for k in paper.LABELS if k in roles)
         panels.append(_tau_panel(frame[frame.source == s], s.replace("paper: ", "paper's Table 1: "),
                                  f"mean of each domain's 3 benchmarks; colours: {names}", drafters, width, height))
     ours = frame[frame.source == OURS_LABEL]

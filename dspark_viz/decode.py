@@ -29,6 +29,7 @@ from .protocol import Context, Drafter
 from .round import OneRequest, Request, Speculation, speculative_round, timed
 from .sampling import probs_from_logits, sample
 from .scheduler import FixedLength, HardwareAware
+from .threads import gives_back
 from .trace import Round, Trace
 
 MAX_NEW_TOKENS = 4096
@@ -121,6 +122,7 @@ def make_gate(fallback, drafter, target, sps, default_policy: bool) -> Speculati
     return SpeculationGate(sps if sps is not None else profile_for(target))
 
 
+@gives_back
 def speculative_generate(target, drafter: Drafter | None, prompt: str | None = None, **kw) -> Trace:
     """Decode one request to the end and return its Trace."""
     rounds = generate_rounds(target, drafter, prompt, **kw)

@@ -65,12 +65,12 @@ def test_bench_json(capsys, patched_target, tmp_path):
     out_json = tmp_path / "bench.json"
     rc = cli.main(["bench", "--prompts", str(prompts), "--n-prompts", "1", "--max-new-tokens", "6",
                    "--no-warmup", "--json", str(out_json), "--dtype", "fp32",
-                   "--methods", "hf_generate,hf_prompt_lookup,plain,lookup,dspark_sched,dspark_fallback"])
+                   "--methods", "hf_generate,hf_prompt_lookup,plain,plain_thread,lookup,dspark_sched,dspark_fallback"])
     out, err = capsys.readouterr()
     assert rc == 0, err
     rep = json.loads(out_json.read_text())
-    assert set(rep["methods"]) == {"hf_generate", "hf_prompt_lookup", "plain", "lookup", "dspark_sched",
-                                   "dspark_fallback"}
+    assert set(rep["methods"]) == {"hf_generate", "hf_prompt_lookup", "plain", "plain_thread", "lookup",
+                                   "dspark_sched", "dspark_fallback"}
     for name, m in rep["methods"].items():
         assert m["tok_per_s"] > 0 and {"ratio_vs_plain", "ratio_vs_hf_generate", "tau", "drafted"} <= set(m)
         assert m["same_as_hf_generate"] == 1 and m["same_as_plain"] == 1     # greedy fp32: same tokens

@@ -8,7 +8,8 @@ Legend: γ block size, ℓ verification length, τ mean committed tokens per rou
 - ``hf_generate``: transformers' ``generate`` (the ×hf_gen baseline; ×plain is taken against ``plain``);
 - ``hf_prompt_lookup``: ``generate`` with ``prompt_lookup_num_tokens`` (10 by default, the value of the
   transformers docs) and its default 2-gram matching;
-- ``plain``: our decode loop without a drafter; ``lookup``: our n-gram drafter (γ = 7, 1–3-gram matching);
+- ``plain``: our decode loop without a drafter; ``plain_thread``: the same run by a worker thread (its ×plain: a
+  worker thread's speed against the main thread's); ``lookup``: our n-gram drafter (γ = 7, 1–3-gram matching);
 - ``dflash``, ``eagle``, ``dspark_fixed``: shipped neural drafters at ℓ = γ;
   ``dspark_sched`` / ``dspark_lookup``: DSpark (alone / with lookup) under the hardware-aware scheduler;
   ``dspark_fallback``: ``dspark_sched`` behind the speculation gate (gate.py: plain steps while drafting loses);
@@ -16,6 +17,7 @@ Legend: γ block size, ℓ verification length, τ mean committed tokens per rou
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
@@ -28,6 +30,7 @@ from ..drafters import load_drafter, speed_only
 from ..metrics import drafted_share, tau, time_split
 from ..cost import profile_for
 from ..scheduler import FixedLength, HardwareAware
+from ..threads import give_back, gives_back
 
 BASELINE = "hf_generate"
 PLAIN = "plain"                         # our plain decoding: the ×plain and =plain reference
@@ -81,6 +84,7 @@ def _until_stop(ids: list[int], stop_ids) -> list[int]:
     return ids
 
 
+@gives_back
 def _hf(target, ids: list[int], s: BenchSettings, **extra) -> MethodResult:
     stop = sorted(target.stop_ids)
     x = torch.tensor([ids], device=target.device)                                  # (1, n)
@@ -123,6 +127,27 @@ def plain(target, ids, s):
 @register_method("lookup")
 def lookup(target, ids, s):
     return _ours(target, load_drafter("lookup", target, gamma=s.gamma), ids, s)
+
+
+@register_method("plain_thread", label="our plain decoding, from a worker thread")
+def plain_thread(target, ids, s):
+    """Plain decoding run by a fresh ``threading.Thread``, as the app's handlers run (its ×plain is the worker
+    thread's speed against the main thread's; ``dspark_viz.threads``)."""
+    out: list = []
+
+    def work():
+        try:
+            out.append(_ours(target, None, ids, s))
+        except BaseException as e:                        # noqa: BLE001 — raised again in the caller
+            out.append(e)
+
+    give_back()                  # this thread's OpenMP helpers, before the worker starts its own
+    t = threading.Thread(target=work, name="bench-worker")
+    t.start()
+    t.join()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
 
 
 _LOADED: dict[tuple[int, str], object] = {}      # drafters loaded once per (target, name) in a bench run

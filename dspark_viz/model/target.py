@@ -24,6 +24,7 @@ import torch
 from .. import fast
 from ..fast import stack, tune
 from ..settings import cache_dir
+from ..threads import gives_back
 from . import dtypes
 
 DEFAULT_ID = "SmolLM2-135M-Instruct"
@@ -243,6 +244,7 @@ class TargetModel:
                                    last_only=last_only)
 
 
+@gives_back
 def load_target(path: str | os.PathLike | None = None, device: str | None = None,
                 dtype: str | torch.dtype | None = None, feature_layers: list[int] | None = None,
                 tune_paths: bool = True) -> TargetModel:

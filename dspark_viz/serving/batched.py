@@ -31,6 +31,7 @@ from ..protocol import Context
 from ..round import Request, Speculation, speculative_round, timed
 from ..sampling import probs_from_logits, sample
 from ..scheduler import FixedLength
+from ..threads import gives_back
 from ..trace import Round, Trace
 
 MAX_BATCH = 8
@@ -107,6 +108,7 @@ class PaddedBatch:
         self.mask, self.pos = self.mask[keep], [self.pos[i] for i in rows]
 
 
+@gives_back
 def batched_generate(target, drafter, prompts: list[str] | None = None, *, prompt_ids: list[list[int]] | None = None,
                      policy=None, sps=None, temperature: float = 0.0, max_new_tokens: int = 64,
                      seed: int = 0, fallback: bool = False) -> BatchResult:

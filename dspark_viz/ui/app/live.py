@@ -23,6 +23,7 @@ from ... import metrics
 from ...background import live_policy
 from ...decode import generate_rounds, plain_generate
 from ...gate import SpeculationGate
+from ...threads import gives_back
 from ...trace import Trace
 from ...viz import round_view, token_strip_html
 from ..inputs import check_choice, clamp, prepare_prompt
@@ -85,6 +86,7 @@ def _error(e: Exception) -> LiveUpdate:
     return LiveUpdate(status=f"⚠️ **{md_escape(e)}**", warning=str(e), phase="error")
 
 
+@gives_back
 def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, max_new_tokens=96, load=1,
                 profile: str | None = None, compare: bool = True, seed=0,
                 show_pruned: bool = True, fallback: bool | None = None) -> Iterator[LiveUpdate]:

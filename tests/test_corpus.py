@@ -75,18 +75,34 @@ def test_growing_cache_holds_what_a_dynamic_cache_holds():
     assert kk.shape[-2] == 76 and torch.equal(kk[..., -1:, :], k1)
 
 
-def test_sample_rows_compacts_finished_rows_without_changing_any(toy, monkeypatch):
-    """Rows finishing at different steps: compacting the batch after every finished row, never, or by default
-    gives the same samples (one uniform per original row and step, whatever the batch holds)."""
-    from dspark_viz.train import sample
-    prompts = [[1 + i, 2 + (i * 7) % 20, 3 + (i * 3) % 25] for i in range(16)]
-    runs = []
-    for at in (1, 10 ** 9, sample.COMPACT_AT):
-        monkeypatch.setattr(sample, "COMPACT_AT", at)
-        runs.append(sample_rows(toy, prompts, 4.0, 40, torch.Generator().manual_seed(3)))
+def test_sample_rows_do_not_depend_on_the_slot_count(toy):
+    """Rows finishing at different steps, their slots refilled with the next prompts: one slot, three or
+    sixteen give the same samples (each row's k-th uniform depends on its own seed and k only)."""
+    prompts = [[1 + i, 2 + (i * 7) % 20, 3 + (i * 3) % 25][: 1 + i % 3] for i in range(16)]
+    runs = [sample_rows(toy, prompts, 4.0, 40, torch.Generator().manual_seed(3), slots=s) for s in (1, 3, 16)]
     assert runs[0] == runs[1] == runs[2]
     lengths = {len(r) for r in runs[0]}
     assert len(lengths) > 3 and min(lengths) < 40            # rows did finish at different steps
+
+
+def test_sample_stream_matches_the_padded_stock_forward(toy):
+    """The ragged continuous-batching sampler and the left-padded Hugging Face batch draw the same tokens."""
+    from dspark_viz.train import sample
+    prompts = [[1 + i, 2 + (i * 7) % 20, 3 + (i * 3) % 25][: 1 + i % 3] for i in range(12)]
+    items = [(i, p, 1000 + i) for i, p in enumerate(prompts)]
+    fast = dict(sample.sample_stream(toy, items, 1.0, 24, slots=5))
+    stock = dict(sample._padded_stream(toy, items, 1.0, 24, 12))
+    assert fast == stock and len(fast) == 12
+
+
+def test_uniforms_are_per_row_and_step():
+    from dspark_viz.train.sample import uniforms
+    seeds, steps = np.array([1, 2, 1, 7], np.uint64), np.array([0, 0, 0, 5], np.uint64)
+    u = uniforms(seeds, steps)
+    assert u.dtype == torch.float32 and u[0] == u[2] and u[0] != u[1]
+    assert torch.equal(uniforms(seeds[3:], steps[3:]), u[3:])
+    big = uniforms(np.arange(200_000, dtype=np.uint64), np.zeros(200_000, np.uint64))
+    assert float(big.min()) >= 0 and float(big.max()) < 1 and abs(float(big.mean()) - 0.5) < 0.005
 
 
 def test_clean_filters():

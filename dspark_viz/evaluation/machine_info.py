@@ -131,6 +131,23 @@ class ReadProbe:
         return self.buf.numel() * self.buf.element_size() / best
 
 
+def peak_gemm_flops(dtype: torch.dtype = torch.float32, n: int = 2048, repeats: int = 5) -> float:
+    """The machine's arithmetic ceiling in FLOP/s at ``dtype`` and torch's current thread count: the best of
+    ``repeats`` large square products (n × n · n × n, 2n³ FLOPs) through torch's own GEMM — on CPUs with AMX or
+    AVX512-BF16 a bf16 product runs on those units."""
+    if n < 256 or repeats < 1:
+        raise ValueError(f"peak_gemm_flops needs n ≥ 256 and ≥ 1 repeat, got {n} × {repeats}")
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(n, n, generator=g).to(dtype) for _ in range(2))
+    a @ b                                                                          # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
 def weight_bytes(target) -> int:
     """Bytes of every weight one forward of ``target`` reads: each parameter tensor once (a tied LM head and
     input embedding count once); an untied input embedding only gives one row per token and is left out."""

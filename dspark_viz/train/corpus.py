@@ -3,8 +3,8 @@
 Legend: N records in a shard, P / A total prompt / answer tokens in a shard.
 
 The paper (§4.1) trains on prompts whose answers the target regenerates, so drafters learn the target's
-own continuations. ``make_answers`` samples those answers in batches (``sample.sample_rows``) and writes
-one compressed shard per batch, resumable, until a budget of answer tokens that end on the target's stop
+own continuations. ``make_answers`` samples those answers many at once (``sample.sample_stream``) and writes
+one compressed shard per ``batch_size`` answers, resumable, until a budget of answer tokens that end on the target's stop
 token is reached. A shard (``shard_00000.npz``, numpy arrays, no pickle):
 
     prompt (P,) / answer (A,)        token ids, concatenated; uint16 when the vocabulary fits, else int32
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .sample import sample_rows
+from .sample import sample_stream
 
 DOMAINS = ("math", "code", "chat", "mixed")
 
@@ -95,11 +95,19 @@ def _write_json(path: Path, obj: dict) -> None:
     tmp.replace(path)
 
 
+def answer_seed(seed: int, key: int) -> int:
+    """The sampling seed of one prompt's answer: its draws depend on the corpus seed and the prompt alone, not on
+    the batch it is answered in."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{key}:answer".encode()).digest()[:8], "little")
+
+
 def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, token_budget: int | None,
                  batch_size: int = 128, temperature: float = 0.7, max_new_tokens: int = 384,
-                 seed: int = 0, shuffle: bool = True, max_shards: int | None = None) -> dict:
-    """Sample answers shard by shard until ``token_budget`` finished answer tokens (None: every prompt
-    once), or ``max_shards`` new shards; resumable, and prompt files may have grown since the last run.
+                 seed: int = 0, shuffle: bool = True, max_shards: int | None = None, slots: int = 64) -> dict:
+    """Sample answers until ``token_budget`` finished answer tokens (None: every prompt once), or ``max_shards``
+    new shards, writing one shard per ``batch_size`` answers; resumable, and prompt files may have grown since the
+    last run. ``slots`` sequences are decoded at once (``sample.sample_stream``: continuous batching, a slot
+    refilled as soon as its answer ends); answers land in shards in the order they finish.
 
     Sampling: T = 0.7, no top-p / top-k, no repetition penalty — between the two temperatures drafters
     are evaluated at (T = 0, T = 1); a greedy 135M model loops into long repeated spans, and at T = 1
@@ -127,13 +135,20 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
                unit="tok" if token_budget else "prompt")
     bar.update(min(done_tokens, token_budget) if token_budget else len(done))
     s = s0 = len(man["shards"])
-    while done_tokens < budget and recs and (max_shards is None or s - s0 < max_shards):
-        batch, recs = recs[:batch_size], recs[batch_size:]
-        prompts = [target.chat_ids(r["turns"][0]) for r in batch]
-        g = torch.Generator().manual_seed(seed * 1_000_003 + s)
+    by_key = {r["key"]: r for r in recs}
+    items = ((r["key"], target.chat_ids(r["turns"][0]), answer_seed(seed, r["key"])) for r in recs)
+    stream = sample_stream(target, items, temperature, max_new_tokens, slots=slots)
+    answered = 0
+    while done_tokens < budget and answered < len(recs) and (max_shards is None or s - s0 < max_shards):
         t0 = time.perf_counter()
-        answers = sample_rows(target, prompts, temperature, max_new_tokens, g)
+        batch = [x for _, x in zip(range(batch_size), stream)]                  # (key, answer) as they finish
         secs = time.perf_counter() - t0
+        if not batch:
+            break
+        answered += len(batch)
+        rows = [by_key[k] for k, _ in batch]
+        prompts = [target.chat_ids(r["turns"][0]) for r in rows]
+        answers = [a for _, a in batch]
         fin = np.array([bool(a) and a[-1] in target.stop_ids for a in answers])
         name = f"shard_{s:05d}.npz"
         tmp = out / (name + ".tmp.npz")
@@ -143,19 +158,21 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
             prompt_len=np.array([len(p) for p in prompts], np.int32),
             answer_len=np.array([len(a) for a in answers], np.int32), finished=fin,
             domain=np.array([DOMAINS.index(r["domain"]) if r.get("domain") in DOMAINS
-                             else DOMAINS.index("mixed") for r in batch], np.uint8),
-            key=np.array([r["key"] for r in batch], np.uint64))
+                             else DOMAINS.index("mixed") for r in rows], np.uint8),
+            key=np.array([r["key"] for r in rows], np.uint64))
         tmp.replace(out / name)
         fin_tok = int(sum(len(a) for a, f in zip(answers, fin) if f))
         man["shards"].append({"file": name, "n": len(batch), "finished": int(fin.sum()),
                               "finished_tokens": fin_tok, "answer_tokens": int(sum(map(len, answers))),
-                              "seconds": round(secs, 1), "dtype": str(target.dtype).replace("torch.", "")})
+                              "seconds": round(secs, 1), "dtype": str(target.dtype).replace("torch.", ""),
+                              "slots": slots})
         _write_json(out / "manifest.json", man)
         done_tokens += fin_tok
         bar.update(min(fin_tok, max(token_budget - bar.n, 0)) if token_budget else len(batch))
         s += 1
+    stream.close()
     bar.close()
-    return {**summary(man), "unanswered": len(recs), "budget_met": done_tokens >= budget}
+    return {**summary(man), "unanswered": len(recs) - answered, "budget_met": done_tokens >= budget}
 
 
 def summary(man: dict) -> dict:

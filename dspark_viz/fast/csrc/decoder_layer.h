@@ -411,6 +411,76 @@ torch::Tensor rms_norm_rows(torch::Tensor x, torch::Tensor w, double eps) {
   return out;
 }
 
+// Attention for a ragged batch (fast/ragged.py): rows from many sequences, each sequence's keys and values in its
+// own slot of a shared buffer. Row i (query heads q[i] (H, Dh)) belongs to slot slot[i] and sees that slot's keys
+// 0 … n_keys[i] − 1 (its own position and before: the causal mask of each sequence, with no mask tensor and no
+// padding read). Each query head is scores + softmax_pv, the few-token layers' own arithmetic, so a row's output
+// does not depend on which other rows share the call. The rep query heads that share a key/value head run one
+// after the other on that head's keys and values widened to fp32 once (exact), not once per query head.
+// Shapes: q (N, H, Dh); K, V (slots, Hk, capacity, Dh) contiguous; slot, n_keys (N,) int64 → o (N, H·Dh) in T.
+namespace {
+
+template <typename T>
+void ragged_attention_core(const T* q, int64_t N, int64_t H, int64_t Dh, const T* Kp, const T* Vp, int64_t Hk,
+                           int64_t cap, const int64_t* slot, const int64_t* n_keys, float scale, T* op) {
+  const int64_t rep = H / Hk, per_slot = Hk * cap * Dh;
+  at::parallel_for(0, N * Hk, 1, [&](int64_t u0, int64_t u1) {
+    std::vector<float> sc(cap), of(Dh), qf(Dh), kf, vf;
+    if constexpr (!std::is_same_v<T, float>) kf.resize(cap * Dh), vf.resize(cap * Dh);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t i = u / Hk, g = u % Hk, n = n_keys[i];
+      const T* Kg = Kp + slot[i] * per_slot + g * cap * Dh;
+      const T* Vg = Vp + slot[i] * per_slot + g * cap * Dh;
+      const float* Kf;
+      const float* Vf;
+      if constexpr (std::is_same_v<T, float>) {
+        Kf = Kg, Vf = Vg;
+      } else {
+        widen_into(Kg, kf.data(), n * Dh);
+        widen_into(Vg, vf.data(), n * Dh);
+        Kf = kf.data(), Vf = vf.data();
+      }
+      for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
+        widen_into(q + (i * H + h) * Dh, qf.data(), Dh);
+        scores<float>(qf.data(), Kf, Dh, n, scale, sc.data());
+        softmax_pv<float>(sc.data(), Vf, Dh, n, of.data());
+        for (int64_t j = 0; j < Dh; j += 8) store8(op + (i * H + h) * Dh + j, round8<T>(_mm256_loadu_ps(of.data() + j)));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor K, torch::Tensor V, torch::Tensor slot,
+                               torch::Tensor n_keys, double scale) {
+  const auto dt = q.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "ragged_attention: float32 or bfloat16");
+  check_layer_args({q, K, V}, dt);
+  TORCH_CHECK(q.dim() == 3 && K.dim() == 4 && K.sizes() == V.sizes() && q.size(2) == K.size(3) &&
+              q.size(2) % 8 == 0 && q.size(1) % K.size(1) == 0,
+              "ragged_attention: q (N, H, Dh), K/V (slots, Hk, capacity, Dh), Dh a multiple of 8");
+  const int64_t N = q.size(0);
+  for (const auto* t : {&slot, &n_keys})
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == N && t->scalar_type() == at::kLong && t->is_contiguous() &&
+                t->device().is_cpu(), "ragged_attention: slot and n_keys (N,) int64");
+  const int64_t* sp = slot.data_ptr<int64_t>();
+  const int64_t* np = n_keys.data_ptr<int64_t>();
+  for (int64_t i = 0; i < N; ++i)
+    TORCH_CHECK(sp[i] >= 0 && sp[i] < K.size(0) && np[i] >= 1 && np[i] <= K.size(2),
+                "ragged_attention: a row's slot or key count is out of range");
+  auto out = torch::empty({N, q.size(1) * q.size(2)}, q.options());
+  if (dt == at::kFloat)
+    ragged_attention_core<float>(q.data_ptr<float>(), N, q.size(1), q.size(2), K.data_ptr<float>(),
+                                 V.data_ptr<float>(), K.size(1), K.size(2), sp, np, static_cast<float>(scale),
+                                 out.data_ptr<float>());
+  else
+    ragged_attention_core<at::BFloat16>(q.data_ptr<at::BFloat16>(), N, q.size(1), q.size(2),
+                                        K.data_ptr<at::BFloat16>(), V.data_ptr<at::BFloat16>(), K.size(1), K.size(2),
+                                        sp, np, static_cast<float>(scale), out.data_ptr<at::BFloat16>());
+  return out;
+}
+
 // Every decoder layer of one sequence's few-token forward in one call (fast/stack.py). Per layer: norm, q/k/v and
 // rotary with the new keys and values written straight into the caller's cache buffers at positions
 // past … past + M − 1, then attention over positions 0 … past + M − 1, o-projection and MLP — the arithmetic of

@@ -15,6 +15,7 @@
 #include "skinny_kernels.h"
 #include "decoder_layer.h"
 #include "draft_loops.h"
+#include "sample_rows.h"
 
 torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
   TORCH_CHECK(x.dim() == 2 && W.dim() == 2, "skinny_linear: x (M, I) and W (O, I)");
@@ -63,6 +64,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
   m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");
+  m.def("ragged_attention", &ragged_attention, "causal attention of rows from many sequences over their own cache slots");
+  m.def("sample_icdf", &sample_icdf, "one token per row from softmax(logits / T) at the row's uniform (sample_rows.h)");
   m.def("rms_norm_rows", &rms_norm_rows, "RMSNorm over the last dimension in the fused layers' arithmetic");
   m.def("sample_index", &sample_index, "sampling.sample of a (V,) fp32 distribution in one call (draft_loops.h)",
         py::arg("p"), py::arg("generator") = py::none());

@@ -1,0 +1,151 @@
+"""The ragged forward (fast/ragged.py, csrc ragged_attention): rows of many sequences in one call, each in its own
+cache slot, with no padding and no mask — its logits are the stock forward's, each row's attention depends on its
+own slot alone, and bad shapes are refused.
+
+Legend: N rows in a call, S slots, C a slot's capacity, H / Hk query / key-value heads, D head size.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import embedded_target
+
+from dspark_viz.fast import kernels, ragged
+from dspark_viz.model.toy import tiny_llama_target
+
+
+def _ext_or_skip():
+    ext = kernels.load()
+    if ext is None or not hasattr(ext, "ragged_attention"):
+        pytest.skip(f"kernel not applicable here: {kernels._why_not()}")
+    return ext
+
+
+def _reference(q, K, V, slot, n_keys, scale):
+    """float64 attention of each row over its slot's first n_keys positions → (N, H·D)."""
+    N, H, D = q.shape
+    rep = H // K.shape[1]
+    out = []
+    for i in range(N):
+        k = K[slot[i], :, :n_keys[i]].double().repeat_interleave(rep, 0)          # (H, n, D)
+        v = V[slot[i], :, :n_keys[i]].double().repeat_interleave(rep, 0)
+        p = torch.softmax((q[i].double()[:, None, :] @ k.transpose(1, 2))[:, 0] * scale, -1)   # (H, n)
+        out.append((p[:, None, :] @ v)[:, 0].reshape(-1))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_ragged_attention_is_each_rows_own_attention(dtype):
+    ext = _ext_or_skip()
+    g = torch.Generator().manual_seed(0)
+    S, Hk, C, D, H, N = 5, 3, 40, 64, 9, 23
+    K, V = (torch.randn(S, Hk, C, D, generator=g).to(dtype) for _ in range(2))
+    q = torch.randn(N, H, D, generator=g).to(dtype)
+    slot = torch.randint(0, S, (N,), generator=g)
+    n_keys = torch.randint(1, C + 1, (N,), generator=g)
+    out = ext.ragged_attention(q, K, V, slot, n_keys, 0.125)                         # (N, H·D)
+    ref = _reference(q, K, V, slot, n_keys, 0.125)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert (out.double() - ref).abs().max() < tol
+    for i in (0, 7, N - 1):                                # a row alone: the same bits as beside the others
+        one = ext.ragged_attention(q[i:i + 1], K, V, slot[i:i + 1], n_keys[i:i + 1], 0.125)
+        assert torch.equal(one[0], out[i])
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):                             # another split of the rows across threads
+            torch.set_num_threads(threads)
+            assert torch.equal(ext.ragged_attention(q, K, V, slot, n_keys, 0.125), out)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_ragged_attention_refuses_bad_rows():
+    ext = _ext_or_skip()
+    K = V = torch.zeros(2, 1, 8, 8)
+    q = torch.zeros(1, 2, 8)
+    for slot, n in (([2], [3]), ([0], [0]), ([0], [9])):
+        with pytest.raises(RuntimeError, match="out of range"):
+            ext.ragged_attention(q, K, V, torch.tensor(slot), torch.tensor(n), 1.0)
+    with pytest.raises(RuntimeError, match="int64"):
+        ext.ragged_attention(q, K, V, torch.tensor([0], dtype=torch.int32), torch.tensor([1]), 1.0)
+
+
+def _stock_logits(target, ids: list[int]) -> torch.Tensor:
+    with torch.inference_mode():
+        return target.model(input_ids=torch.tensor([ids])).logits[0].float()            # (n, V)
+
+
+def _ragged_logits(target, prompts: list[list[int]], extra: list[int]):
+    """Prefill every prompt in one call, then one call with each sequence's next token (extra[s]) →
+    (logits of each prompt's positions, logits of the decode rows)."""
+    fwd = ragged.RaggedForward(target)
+    cache = fwd.cache(len(prompts) + 1, 8)                                             # grows: reserve()
+    cache.reserve(max(map(len, prompts)) + 1)
+    ids = torch.tensor([t for p in prompts for t in p])
+    slot = torch.cat([torch.full((len(p),), s + 1) for s, p in enumerate(prompts)])  # slot 0 left empty
+    pos = torch.cat([torch.arange(len(p)) for p in prompts])
+    pre = fwd(cache, ids, slot, pos, torch.arange(len(ids))).float()
+    dec = fwd(cache, torch.tensor(extra), torch.arange(1, len(prompts) + 1),
+              torch.tensor([len(p) for p in prompts]), torch.arange(len(prompts))).float()
+    return pre, dec
+
+
+def test_ragged_forward_equals_the_stock_forward_on_a_toy():
+    t = tiny_llama_target(vocab_size=40, hidden_size=32, n_layers=3)
+    assert ragged.supports(t)
+    prompts = [[1, 5, 9, 2, 7], [3], [8, 8, 4]]
+    pre, dec = _ragged_logits(t, prompts, [11, 12, 13])
+    o = 0
+    for s, p in enumerate(prompts):
+        full = _stock_logits(t, p + [11 + s])
+        assert torch.allclose(pre[o:o + len(p)], full[:-1], atol=1e-4, rtol=1e-4)
+        assert torch.allclose(dec[s], full[-1], atol=1e-4, rtol=1e-4)
+        o += len(p)
+    fwd = ragged.RaggedForward(t)
+    with pytest.raises(ValueError, match="capacity"):
+        fwd(fwd.cache(1, 4), torch.tensor([1]), torch.tensor([0]), torch.tensor([4]), torch.tensor([0]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_ragged_forward_on_the_embedded_target(dtype):
+    """Three chat prompts prefilled together, then a decode row each: the stock forward's logits to within the
+    dtype's rounding (fp32 1e-3; bf16: the stock top token is within 0.5 of the ragged top logit)."""
+    t = embedded_target(dtype, tune_paths=False)
+    prompts = [t.chat_ids(x) for x in ("What is 17 + 25?", "Write a haiku about rain.", "Hi")]
+    nxt = [t.tokenizer.encode(" The")[0]] * 3
+    pre, dec = _ragged_logits(t, prompts, nxt)
+    o = 0
+    for s, p in enumerate(prompts):
+        full = _stock_logits(t, p + [nxt[s]])
+        got = torch.cat([pre[o:o + len(p)], dec[s:s + 1]])
+        if dtype == "fp32":
+            assert (got - full).abs().max() < 1e-3
+        else:
+            top = full.argmax(-1)
+            assert (got.max(-1).values - got.gather(1, top[:, None])[:, 0]).max() < 0.5
+            assert (got.argmax(-1) == top).float().mean() >= 0.9
+        o += len(p)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_draw_inverts_the_cdf(dtype):
+    """The native draw (csrc/sample_rows.h) picks the token whose CDF interval holds u·total: against a float64
+    CDF it agrees on every row whose uniform is not within rounding of an interval's edge, and a token of zero
+    mass (−inf logit) is never drawn."""
+    g = torch.Generator().manual_seed(3)
+    logits = (torch.randn(256, 3000, generator=g) * 3).to(dtype)                             # (R, V)
+    logits[:, ::7] = float("-inf")
+    u = torch.rand(256, generator=g)
+    u[:4] = torch.tensor([0.0, 1.0 - 2 ** -24, 0.5, 0.25])
+    drawn = ragged.sample_icdf(logits, 0.8, u)
+    if drawn is None:
+        pytest.skip("native extension not built here")
+    cdf = torch.softmax(logits.double() / 0.8, -1).cumsum(-1)                                 # (R, V)
+    ref = torch.searchsorted(cdf, (u.double() * cdf[:, -1])[:, None], right=True)[:, 0].clamp_max(2999)
+    edge = (cdf - u.double()[:, None] * cdf[:, -1:]).abs().min(-1).values < 1e-5
+    assert bool((drawn[~edge] == ref[~edge]).all())
+    assert int(edge.sum()) < 8
+    assert not bool((drawn % 7 == 0).any())
+    with pytest.raises(RuntimeError, match="no token of positive mass"):
+        ragged.sample_icdf(torch.full((2, 100), float("-inf"), dtype=dtype), 1.0, torch.zeros(2))

@@ -14,7 +14,7 @@ PROMPT_BATCHES=${PROMPT_BATCHES:-110}         # × 256 requests; about 80 % surv
 TOKEN_BUDGET=${TOKEN_BUDGET:-2000000}
 SUITE=${SUITE:-assets/prompts/magpie.jsonl.gz}
 TRAIN=$(dirname "$SUITE")/train.jsonl
-STEP_SHARDS=${STEP_SHARDS:-4}
+STEP_SHARDS=${STEP_SHARDS:-16}
 # bf16 where the CPU multiplies it natively (AVX512-BF16 / AMX), else fp32 (bf16 is slower there); each
 # answer shard records the dtype it was sampled in
 if [ -z "${DTYPE:-}" ]; then

@@ -180,7 +180,7 @@ def synthesise(target, out_dir: str | Path, n_batches: int, batch_size: int = 12
             continue
         heads = [user_turn_head(target, STEERS[d][0], o.rstrip()) for d, o in rows]
         g = torch.Generator().manual_seed(seed * 1_000_003 + s)
-        outs = sample_rows(target, heads, temperature, max_new_tokens, g)
+        outs = sample_rows(target, heads, temperature, max_new_tokens, g, slots=min(128, len(heads)))
         tmp = path.with_suffix(".tmp")
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
             for (d, o), ids in zip(rows, outs):

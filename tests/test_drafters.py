@@ -13,7 +13,7 @@ from dspark_viz.drafters.neural import build_model, init_from_target, load_draft
 from dspark_viz.drafters.neural_drafter import NeuralDrafter
 from dspark_viz.model.toy import tiny_llama_target
 from dspark_viz.train.config import TrainConfig
-from dspark_viz.train.data import _features_batch
+from dspark_viz.train.data import features_batch
 from dspark_viz.train.losses import confidence_label, l1_distance, target_probs
 from dspark_viz.train.trainer import batch_loss, build_draft_vocab, dspark_forward, eagle_forward
 
@@ -27,7 +27,7 @@ def tiny():
     seqs = []
     for i in range(6):
         ids = torch.randint(0, 48, (36,), generator=g).tolist()
-        f, h, l = _features_batch(t, [ids])[0]
+        f, h, l = features_batch(t, [ids])[0]
         seqs.append(dict(id=f"{i:06d}", n=36, prompt_len=8, ids=torch.tensor(ids), feats=f, hidden=h, lse=l))
     return t, seqs
 

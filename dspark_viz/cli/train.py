@@ -9,8 +9,10 @@ from ..drafters.neural import ASSETS, SHIPPED
 from ..model.target import load_target
 from ..settings import assets, cache_dir
 from ..train.config import TrainConfig
+from ..train import corpus as corpus_mod
 from ..train.data import build_dataset, build_features, check_cache_dtype, default_data_dir
 from ..train.precision import cpu_has_bf16
+from ..train.online import CorpusFeatures, cache_bytes, cache_fits
 from ..train.trainer import train, train_in_turns
 from .common import set_threads
 
@@ -36,10 +38,7 @@ def add_data(p: argparse.ArgumentParser) -> None:
 
 def run_data(a: argparse.Namespace) -> None:
     set_threads(a.threads)
-    dtype = a.dtype
-    if dtype == "auto":
-        import torch
-        dtype = "bf16" if torch.cuda.is_available() or cpu_has_bf16() else "fp32"
+    dtype = feature_dtype(a.dtype)
     out_dir = Path(a.out) if a.out else default_data_dir()
     if a.corpus:
         check_cache_dtype(out_dir, dtype)                # before the target loads: a clear error, nothing lost
@@ -61,6 +60,12 @@ def add_train(ap: argparse.ArgumentParser) -> None:
                     "(several train in turns on one shared data cache, --turn steps each)")
     ap.add_argument("--turn", type=int, default=200, help="steps per turn when several drafters train")
     ap.add_argument("--data", default=None, help="feature cache (default: $DSPARK_CACHE/data/train)")
+    ap.add_argument("--features", default="auto", choices=["auto", "cache", "online"],
+                    help="where the target's features come from: the feature cache (--data), or computed in each "
+                         "step from the corpus's token ids (--corpus; no cache needed); auto: the cache where one "
+                         "exists, else online")
+    ap.add_argument("--corpus", default="corpus/answers", metavar="DIR",
+                    help="the corpus for --features online (default: corpus/answers)")
     ap.add_argument("--run-dir", default=None, help="checkpoints + log (default: $DSPARK_CACHE/runs/ALGO)")
     ap.add_argument("--out", default=None, help="exported drafter (default: assets/drafters/NAME.json); "
                     "with several drafters, a folder")
@@ -90,6 +95,32 @@ def add_train(ap: argparse.ArgumentParser) -> None:
                          "sequential head (the paper trains the three terms jointly)")
 
 
+def feature_dtype(choice: str = "auto") -> str:
+    """The dtype of the target's forward that makes features: bf16 on CUDA and on a CPU that multiplies it
+    natively (AVX512-BF16 / AMX), fp32 elsewhere."""
+    if choice != "auto":
+        return choice
+    import torch
+    return "bf16" if torch.cuda.is_available() or cpu_has_bf16() else "fp32"
+
+
+def online_store(a: argparse.Namespace, data: Path, target):
+    """None where the trainer reads the feature cache at ``data``; else the corpus with its features computed in
+    each step (``--features online``, or auto without a cache), said on the console with the cache's size."""
+    if a.features == "cache" or (a.features == "auto" and (data / "index.json").exists()):
+        return None
+    if corpus_mod.load_manifest(a.corpus) is None:
+        raise ValueError(f"no feature cache at {data} and no corpus at {a.corpus}: build one with `dspark-viz "
+                         "corpus answers` (or a cache with `dspark-viz data`)")
+    dtype = feature_dtype()
+    same = dtype == "fp32" and str(target.dtype) == "torch.float32"          # the training target serves
+    store = CorpusFeatures(target if same else load_target(a.target, dtype=dtype), a.corpus, limit=a.max_seqs)
+    fits, words = cache_fits(cache_bytes(store.target, sum(s["n"] for s in store.seqs)), data)
+    why = ("it would not fit: " if not fits else "no cache built; it would fit: ") + words
+    print(f"features computed online in {dtype} from {a.corpus} ({len(store.seqs)} sequences) — {why}")
+    return store
+
+
 def run_train(a: argparse.Namespace) -> None:
     algos = list(ALGOS) if a.algo == "all" else [x.strip() for x in a.algo.split(",") if x.strip()]
     bad = [x for x in algos if x not in ALGOS]
@@ -103,18 +134,19 @@ def run_train(a: argparse.Namespace) -> None:
     over = {k: v for k, v in (("n_layers", a.n_layers), ("gamma", a.gamma),
                                                    ("draft_vocab", a.draft_vocab)) if v is not None}
     data = Path(a.data) if a.data else default_data_dir()
+    store = online_store(a, data, target)
     if len(algos) > 1:
         root = Path(a.run_dir) if a.run_dir else cache_dir() / "runs"
         folder = Path(a.out) if a.out else ASSETS
         outs = {x: folder / f"{SHIPPED[x]}.json" for x in algos}
         inits = {x: Path(a.init_from) / f"{SHIPPED[x]}.json" for x in algos} if a.init_from else None
         train_in_turns(target, algos, data, root, outs, tc, turn=a.turn, cfg_overrides=over, inits=inits,
-                       max_seqs=a.max_seqs)
+                       max_seqs=a.max_seqs, store=store)
         print(f"exported {', '.join(map(str, outs.values()))}")
         return
     algo = algos[0]
     run_dir = Path(a.run_dir) if a.run_dir else cache_dir() / "runs" / algo
     out = Path(a.out) if a.out else ASSETS / f"{SHIPPED[algo]}.json"
     train(target, algo, data, run_dir, out, tc, minutes=a.minutes, cfg_overrides=over,
-          init=Path(a.init_from) if a.init_from else None, max_seqs=a.max_seqs)
+          init=Path(a.init_from) if a.init_from else None, max_seqs=a.max_seqs, store=store)
     print(f"exported {out}")

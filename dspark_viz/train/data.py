@@ -35,9 +35,10 @@ from . import corpus as corpus_mod
 FORMAT = 2
 
 
-@torch.inference_mode()
-def _features_batch(target, seqs: list[list[int]]):
-    """Right-padded batch forward → per sequence (feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,) fp32)."""
+@torch.no_grad()
+def features_batch(target, seqs: list[list[int]], to_cpu: bool = True):
+    """Right-padded batch forward → per sequence (feats (n, m·d) fp16, hidden (n, d) fp16, lse (n,) fp32), on the
+    CPU (the cache) or, with ``to_cpu=False``, where the target runs (features computed while training)."""
     L = max(map(len, seqs))
     inp = torch.tensor([s + [0] * (L - len(s)) for s in seqs], device=target.device)      # (b, L)
     att = torch.tensor([[1] * len(s) + [0] * (L - len(s)) for s in seqs], device=target.device)
@@ -45,8 +46,30 @@ def _features_batch(target, seqs: list[list[int]]):
     hs = out.hidden_states
     feats = torch.cat([hs[l] for l in target.feature_layers], dim=-1)                    # (b, L, m·d)
     lse = torch.logsumexp(out.logits.float(), dim=-1)                                    # (b, L)
-    return [(feats[i, :len(s)].half().cpu().contiguous(), hs[-1][i, :len(s)].half().cpu().contiguous(),
-             lse[i, :len(s)].float().cpu().contiguous()) for i, s in enumerate(seqs)]
+    put = (lambda t: t.cpu().contiguous()) if to_cpu else (lambda t: t.contiguous())  # noqa: E731
+    return [(put(feats[i, :len(s)].half()), put(hs[-1][i, :len(s)].half()), put(lse[i, :len(s)].float()))
+            for i, s in enumerate(seqs)]
+
+
+MIN_ANSWER = 3        # a sequence trains on blocks inside its answer: shorter answers are skipped
+
+
+def check_corpus(target, corpus_dir: str | Path) -> dict:
+    """The corpus's manifest, refused when it is missing or was made by another target."""
+    man = corpus_mod.load_manifest(corpus_dir)
+    if man is None:
+        raise ValueError(f"no corpus in {corpus_dir} (manifest.json missing)")
+    if man["settings"]["vocab_hash"] != target.vocab_hash:
+        raise ValueError(f"the corpus in {corpus_dir} was made by another target "
+                         f"({man['settings']['target']}), not {target.name}")
+    return man
+
+
+def split_sequences(seqs: list[dict], val_frac: float = 0.03) -> tuple[list[dict], list[dict]]:
+    """Deterministic split: every ⌈1/val_frac⌉-th sequence is held out (at least one of two or more)."""
+    every = max(2, min(round(1 / val_frac), len(seqs)))
+    return ([s for i, s in enumerate(seqs) if i % every != every - 1],
+            [s for i, s in enumerate(seqs) if i % every == every - 1])
 
 
 def build_features(target, corpus_dir: str | Path, out_dir: str | Path, seqs_per_shard: int = 256,
@@ -54,12 +77,7 @@ def build_features(target, corpus_dir: str | Path, out_dir: str | Path, seqs_per
                    finished_only: bool = True) -> Path:
     """Features of every finished corpus answer (every answer with ``finished_only=False``), one shard per
     ``seqs_per_shard`` sequences; resumable."""
-    man = corpus_mod.load_manifest(corpus_dir)
-    if man is None:
-        raise ValueError(f"no corpus in {corpus_dir} (manifest.json missing)")
-    if man["settings"]["vocab_hash"] != target.vocab_hash:
-        raise ValueError(f"the corpus in {corpus_dir} was made by another target "
-                         f"({man['settings']['target']}), not {target.name}")
+    check_corpus(target, corpus_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     max_len = max_len or target.max_context
@@ -80,7 +98,7 @@ def build_features(target, corpus_dir: str | Path, out_dir: str | Path, seqs_per
             order = sorted(range(len(chunk)), key=lambda i: len(chunk[i][0]) + len(chunk[i][1]))  # less padding
             for b in range(0, len(order), feat_batch):
                 idx = order[b:b + feat_batch]
-                rows += zip(idx, _features_batch(target, [chunk[i][0] + chunk[i][1] for i in idx]))
+                rows += zip(idx, features_batch(target, [chunk[i][0] + chunk[i][1] for i in idx]))
             rows.sort(key=lambda r: r[0])
             save_shard(path, [{"ids": p + a, "prompt_len": len(p), "domain": d, "feats": f, "hidden": h, "lse": l}
                               for (p, a, d), (_, (f, h, l)) in zip(chunk, rows)])
@@ -183,7 +201,7 @@ class FeatureStore:
             ids = sh["ids"].long()                                   # small: kept in memory
             for i in range(len(pl)):
                 a, b = off[i], off[i + 1]
-                if b - a - pl[i] < 3 or (self.limit and len(self.seqs) >= self.limit):
+                if b - a - pl[i] < MIN_ANSWER or (self.limit and len(self.seqs) >= self.limit):
                     continue
                 self.seqs.append({"id": f"{name}:{i}", "n": b - a, "prompt_len": pl[i],
                                   "domain": corpus_mod.DOMAINS[int(sh["domain"][i])], "ids": ids[a:b],
@@ -192,10 +210,7 @@ class FeatureStore:
         return len(self.seqs) - before
 
     def split(self, val_frac: float = 0.03) -> tuple[list[dict], list[dict]]:
-        """Deterministic split: every ⌈1/val_frac⌉-th sequence is held out (at least one of two or more)."""
-        every = max(2, min(round(1 / val_frac), len(self.seqs)))
-        return ([s for i, s in enumerate(self.seqs) if i % every != every - 1],
-                [s for i, s in enumerate(self.seqs) if i % every == every - 1])
+        return split_sequences(self.seqs, val_frac)
 
     def n_tokens(self) -> int:
         return sum(s["n"] - s["prompt_len"] for s in self.seqs)

@@ -27,6 +27,7 @@ from ..drafters.neural import build_model, init_from_target, load_drafter_file, 
 from ..memo import keyed
 from .config import TrainConfig
 from .data import FeatureStore
+from .online import with_features
 from . import fused
 from .blocks import dspark_hidden, eagle_hidden, label_parts, target_row_parts
 from .cards import device_name, warm_record
@@ -118,7 +119,7 @@ def batch_loss(model, seqs: list[dict], tc: TrainConfig, gen: torch.Generator, t
     """The weighted loss over ``tc.blocks_per_seq`` random blocks of each sequence, all in one pass; ``terms``:
     ``losses.loss_terms`` or the same function compiled (fused.py)."""
     dev = model.W_vd.device
-    seqs = [on_device(s, dev) for s in seqs]
+    seqs = [on_device(s, dev) for s in with_features(seqs)]
     anchors = [_anchors(s, tc.blocks_per_seq, gen).to(dev) for s in seqs]
     logits, conf, lab, (p_u, row_of), m = forward_blocks(model, seqs, anchors, rows=True, conf_grad=tc.conf_grad)
     w = position_weights(model.cfg.gamma, tc.decay, device=dev)
@@ -346,10 +347,10 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
 
 def train_in_turns(target, algos: list[str], feat_dir, runs_root, outs: dict, tc: TrainConfig, turn: int = 200,
                    cfg_overrides: dict | None = None, log=print, inits: dict | None = None,
-                   max_seqs: int | None = None) -> None:
+                   max_seqs: int | None = None, store=None) -> None:
     """Round-robin: every drafter trains ``turn`` steps in its turn, on one shared FeatureStore, until
     all reach ``tc.steps``; interrupted at any point, the next call resumes every run where it stopped."""
-    store = FeatureStore(feat_dir, limit=max_seqs)
+    store = store or FeatureStore(feat_dir, limit=max_seqs)
     done = {a: False for a in algos}
     stop = turn
     while not all(done.values()):

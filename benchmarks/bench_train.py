@@ -2,6 +2,10 @@
 
     .venv/bin/python benchmarks/bench_train.py --data DIR --algo dspark --precision fp32,bf16 --steps 8
     .venv/bin/python benchmarks/bench_train.py --data DIR --precision fp32 --loss compiled --against OLD --repeats 4
+    .venv/bin/python benchmarks/bench_train.py --data DIR --corpus corpus/answers --precision fp32,bf16
+
+With ``--corpus`` it also times steps that compute their sequences' target features inside the step (training
+from token ids, dspark_viz/train/online.py) on the same first sequences, interleaved with the cached steps.
 
 Positions = the (block, slot) pairs a step trains (a block running past a sequence's end counts its valid
 slots only; an older trainer that does not report them counts blocks × γ). Repeats alternate the precisions (interleaved), so a busy machine slows
@@ -68,7 +72,9 @@ def read_cache(folder: str, limit: int = 400) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True)
+    ap.add_argument("--data", default=None, help="feature cache (the cached trainer's sequences)")
+    ap.add_argument("--corpus", default=None, help="corpus folder: also time steps whose features are computed "
+                    "in the step (train/online.py), interleaved with the cached ones")
     ap.add_argument("--algo", default="dspark")
     ap.add_argument("--precision", default="fp32,bf16")
     ap.add_argument("--steps", type=int, default=8)
@@ -88,7 +94,16 @@ def main() -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     target = load_target(dtype="fp32")
-    tr = read_cache(a.data)
+    sets = {"cache": read_cache(a.data)} if a.data else {}
+    if a.corpus:                      # the same first sequences, features computed by the cache's forward dtype
+        from dspark_viz.cli.train import feature_dtype
+        from dspark_viz.train.online import CorpusFeatures
+        dt = feature_dtype()
+        ft = target if dt == "fp32" else load_target(dtype=dt)
+        sets["online"] = CorpusFeatures(ft, a.corpus, limit=400).seqs
+    if not sets:
+        ap.error("give --data (a feature cache), --corpus (features online) or both")
+    tr = next(iter(sets.values()))
     cfg = DrafterConfig.for_target(target, a.algo, n_layers=a.n_layers)
     model = build_model(cfg, target, build_draft_vocab(tr, cfg.draft_vocab, set(target.stop_ids), target.vocab_size))
     init_from_target(model, target)
@@ -97,8 +112,10 @@ def main() -> None:
     nominal = tc.seqs_per_step * tc.blocks_per_seq * cfg.gamma
     gen = torch.Generator().manual_seed(0)
     precs = a.precision.split(",")
-    times: dict[str, list[float]] = {p: [] for p in precs}
-    done: dict[str, int] = {p: 0 for p in precs}
+    runs = [(f, p) for f in sets for p in precs]
+    key = lambda f, p: p if len(sets) == 1 else f"{f}/{p}"                                  # noqa: E731
+    times: dict[str, list[float]] = {key(*r): [] for r in runs}
+    done: dict[str, int] = {key(*r): 0 for r in runs}
 
     terms = {}
     if a.loss == "compiled":                  # the loss through torch.compile (train/fused.py)
@@ -108,17 +125,18 @@ def main() -> None:
         except ImportError:                   # a checkout from before the compiled loss: eager
             pass
 
-    def step(prec):
-        idx = torch.randint(len(tr), (tc.seqs_per_step,), generator=gen)
+    def step(prec, feats=None):
+        seqs = sets[feats] if feats else tr
+        idx = torch.randint(len(seqs), (tc.seqs_per_step,), generator=gen)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=prec == "bf16"):
-            loss, st = batch_loss(model, [tr[i] for i in idx], tc, gen, **terms)
+            loss, st = batch_loss(model, [seqs[i] for i in idx], tc, gen, **terms)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         return st.get("positions", nominal)            # trained (block, slot) pairs; older trainers: nominal
 
-    for p in precs:
-        step(p)                                              # warm-up
+    for f, p in runs:
+        step(p, f)                                           # warm-up
     if a.profile:
         from torch.profiler import ProfilerActivity, profile
 
@@ -129,12 +147,12 @@ def main() -> None:
             print(f"== {p}\n" + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
         return
     for _ in range(a.repeats):
-        for p in precs:
+        for f, p in runs:
             for _ in range(a.steps):
                 t0 = time.perf_counter()
-                done[p] += step(p)
-                times[p].append(time.perf_counter() - t0)
-    res = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "algo": a.algo,
+                done[key(f, p)] += step(p, f)
+                times[key(f, p)].append(time.perf_counter() - t0)
+    res = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "algo": a.algo, "features": list(sets),
            "loss": "compiled" if terms else "eager", "n_layers": a.n_layers, "blocks_per_seq": tc.blocks_per_seq, "seqs_per_step": tc.seqs_per_step,
            "results": {p: {"median_ms": round(1000 * statistics.median(t), 1),
                            "positions_per_step": round(done[p] / len(t)),

@@ -416,7 +416,8 @@ torch::Tensor rms_norm_rows(torch::Tensor x, torch::Tensor w, double eps) {
 // 0 … n_keys[i] − 1 (its own position and before: the causal mask of each sequence, with no mask tensor and no
 // padding read). Each query head is scores + softmax_pv, the few-token layers' own arithmetic, so a row's output
 // does not depend on which other rows share the call. The rep query heads that share a key/value head run one
-// after the other on that head's keys and values widened to fp32 once (exact), not once per query head.
+// after the other on that head's keys and values, read in the cache's dtype and widened in registers (exact; the
+// second and third heads find them in L1/L2).
 // Shapes: q (N, H, Dh); K, V (slots, Hk, capacity, Dh) contiguous; slot, n_keys (N,) int64 → o (N, H·Dh) in T.
 namespace {
 
@@ -425,25 +426,15 @@ void ragged_attention_core(const T* q, int64_t N, int64_t H, int64_t Dh, const T
                            int64_t cap, const int64_t* slot, const int64_t* n_keys, float scale, T* op) {
   const int64_t rep = H / Hk, per_slot = Hk * cap * Dh;
   at::parallel_for(0, N * Hk, 1, [&](int64_t u0, int64_t u1) {
-    std::vector<float> sc(cap), of(Dh), qf(Dh), kf, vf;
-    if constexpr (!std::is_same_v<T, float>) kf.resize(cap * Dh), vf.resize(cap * Dh);
+    std::vector<float> sc(cap), of(Dh), qf(Dh);
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t i = u / Hk, g = u % Hk, n = n_keys[i];
       const T* Kg = Kp + slot[i] * per_slot + g * cap * Dh;
       const T* Vg = Vp + slot[i] * per_slot + g * cap * Dh;
-      const float* Kf;
-      const float* Vf;
-      if constexpr (std::is_same_v<T, float>) {
-        Kf = Kg, Vf = Vg;
-      } else {
-        widen_into(Kg, kf.data(), n * Dh);
-        widen_into(Vg, vf.data(), n * Dh);
-        Kf = kf.data(), Vf = vf.data();
-      }
       for (int64_t h = g * rep; h < (g + 1) * rep; ++h) {
         widen_into(q + (i * H + h) * Dh, qf.data(), Dh);
-        scores<float>(qf.data(), Kf, Dh, n, scale, sc.data());
-        softmax_pv<float>(sc.data(), Vf, Dh, n, of.data());
+        scores<T>(qf.data(), Kg, Dh, n, scale, sc.data());
+        softmax_pv<T>(sc.data(), Vg, Dh, n, of.data());
         for (int64_t j = 0; j < Dh; j += 8) store8(op + (i * H + h) * Dh + j, round8<T>(_mm256_loadu_ps(of.data() + j)));
       }
     }

@@ -41,7 +41,7 @@ def add_corpus(p: argparse.ArgumentParser) -> None:
     an.add_argument("--out", required=True, help="corpus folder (manifest.json + shards)")
     an.add_argument("--token-budget", type=int, required=True, help="stop at this many finished answer tokens")
     an.add_argument("--max-shards", type=int, default=None, help="stop after this many new shards")
-    an.add_argument("--slots", type=int, default=64,
+    an.add_argument("--slots", type=int, default=128,
                     help="sequences decoded at once (continuous batching; not a corpus setting: any value resumes)")
     st = sub.add_parser("stats", help="size, throughput and repeated spans of a corpus")
     st.add_argument("--out", required=True)

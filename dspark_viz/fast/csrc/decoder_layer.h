@@ -192,17 +192,25 @@ void pv_cols(const float* p, const T* V, int64_t Dh, int64_t n, int64_t c0, floa
   for (int u = 0; u < NV; ++u) _mm256_storeu_ps(out + c0 + 8 * u, _mm256_mul_ps(acc[u], _mm256_set1_ps(inv)));
 }
 
-// One query row's softmax over its n visible scores (in place) and its output row o (Dh) = softmax · V.
+// The largest of x[0 … n − 1] (in T, widened), −inf for n = 0; a maximum, so exact in any order.
 template <typename T>
-inline void softmax_pv(float* s, const T* V, int64_t Dh, int64_t n, float* o) {
+inline float row_max(const T* x, int64_t n) {
   const int64_t n8 = n - n % 8;
   __m256 mv = _mm256_set1_ps(-INFINITY);
-  for (int64_t t = 0; t < n8; t += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + t));
+  for (int64_t t = 0; t < n8; t += 8) mv = _mm256_max_ps(mv, load8(x + t));
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, mv);
   float mx = -INFINITY;
   for (float v : lanes) mx = std::max(mx, v);
-  for (int64_t t = n8; t < n; ++t) mx = std::max(mx, s[t]);
+  for (int64_t t = n8; t < n; ++t) mx = std::max(mx, widen(x[t]));
+  return mx;
+}
+
+// One query row's softmax over its n visible scores (in place) and its output row o (Dh) = softmax · V.
+template <typename T>
+inline void softmax_pv(float* s, const T* V, int64_t Dh, int64_t n, float* o) {
+  const int64_t n8 = n - n % 8;
+  const float mx = row_max(s, n);
   const __m256 mb = _mm256_set1_ps(mx);
   __m256 sv = _mm256_setzero_ps();
   for (int64_t t = 0; t < n8; t += 8) {

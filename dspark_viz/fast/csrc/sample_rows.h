@@ -17,14 +17,7 @@ namespace {
 template <typename T>
 int64_t icdf_row(const T* l, int64_t V, float inv_t, float u, float* e, float* block) {
   constexpr int64_t B = 64;
-  const int64_t V8 = V - V % 8;
-  __m256 mv = _mm256_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < V8; j += 8) mv = _mm256_max_ps(mv, load8(l + j));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, mv);
-  float m = -INFINITY;
-  for (float v : lanes) m = std::max(m, v);
-  for (int64_t j = V8; j < V; ++j) m = std::max(m, widen(l[j]));
+  const float m = row_max(l, V);
   TORCH_CHECK(m > -INFINITY, "sample_icdf: a row has no token of positive mass (every logit is -inf)");
   // exp8 clamps its argument at −87.3 (≈ fp32's smallest normal); below that the mass is 0, so −inf logits
   // (masked tokens) are never drawn

@@ -70,7 +70,7 @@ class RaggedForward:
         cfg = m.config
         self.H, self.Hk = cfg.num_attention_heads, cfg.num_key_value_heads
         self.D = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.H
-        self.ext = kernels.load() if self.device == "cpu" or str(self.device) == "cpu" else None
+        self.ext = kernels.load() if str(self.device) == "cpu" else None
         if self.ext is not None and not hasattr(self.ext, "ragged_attention"):
             self.ext = None
         self.packed = _can_pack(self.device, self.dtype)

@@ -136,8 +136,14 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
     bar.update(min(done_tokens, token_budget) if token_budget else len(done))
     s = s0 = len(man["shards"])
     by_key = {r["key"]: r for r in recs}
-    items = ((r["key"], target.chat_ids(r["turns"][0]), answer_seed(seed, r["key"])) for r in recs)
-    stream = sample_stream(target, items, temperature, max_new_tokens, slots=slots)
+    prompt_of: dict[int, list[int]] = {}                      # prompt ids of the answers in flight, by key
+
+    def items():
+        for r in recs:
+            prompt_of[r["key"]] = ids = target.chat_ids(r["turns"][0])
+            yield r["key"], ids, answer_seed(seed, r["key"])
+
+    stream = sample_stream(target, items(), temperature, max_new_tokens, slots=slots)
     answered = 0
     while done_tokens < budget and answered < len(recs) and (max_shards is None or s - s0 < max_shards):
         t0 = time.perf_counter()
@@ -147,7 +153,7 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
             break
         answered += len(batch)
         rows = [by_key[k] for k, _ in batch]
-        prompts = [target.chat_ids(r["turns"][0]) for r in rows]
+        prompts = [prompt_of.pop(k) for k, _ in batch]
         answers = [a for _, a in batch]
         fin = np.array([bool(a) and a[-1] in target.stop_ids for a in answers])
         name = f"shard_{s:05d}.npz"

@@ -126,8 +126,8 @@ def sample_stream(target, prompts: Iterable[tuple[Hashable, list[int], int]], te
             n_rows += len(p)
         if not n_rows:
             return
-        for j, n in admitted:
-            live[j], length[j], made[j] = True, 0, 0
+        for j, _ in admitted:
+            live[j], made[j] = True, 0
         ids, slot, pos = torch.cat(ids), torch.cat(slot), torch.cat(pos)
         cache.reserve(int(pos.max()) + 1)
         ends = torch.cumsum(torch.tensor([1] * len(cont) + [n for _, n in admitted], dtype=torch.long), 0) - 1

@@ -94,3 +94,43 @@ def test_train_cli_reads_the_cache_where_there_is_one_and_refuses_without_data(m
     a.features = "online"
     with pytest.raises(ValueError, match="no corpus at"):
         online_store(a, store.feat_dir, toy)
+
+
+def test_several_corpora_train_as_one_and_the_feature_batch_is_kept(made):
+    toy, out, _, _ = made
+    one = CorpusFeatures(toy, out, finished_only=False)
+    two = CorpusFeatures(toy, [out, out], finished_only=False, feature_batch=3)
+    assert [s["ids"].tolist() for s in two.seqs] == [s["ids"].tolist() for s in one.seqs] * 2
+    assert len({s["id"] for s in two.seqs}) == len(two.seqs) and two.feature_batch == 3
+    assert one.feature_batch == 8                                          # a CPU target's default
+    got = with_features(two.seqs[:7])
+    assert all(torch.equal(a["ids"], b["ids"]) and "feats" in a for a, b in zip(got, two.seqs[:7]))
+    with pytest.raises(ValueError, match="feature_batch"):
+        CorpusFeatures(toy, out, feature_batch=-1)
+
+
+def test_a_run_fits_its_steps_to_its_minutes(made):
+    from dspark_viz.train.trainer import fitted_steps
+    tc = TrainConfig(steps=1000)
+    assert fitted_steps(tc, 1.0, seconds_so_far=10, seconds_per_step=0.5, done=12) == 12 + 100
+    assert fitted_steps(tc, 100.0, seconds_so_far=10, seconds_per_step=0.5, done=12) == 1000     # at most steps
+    assert fitted_steps(tc, 0.1, seconds_so_far=10, seconds_per_step=0.5, done=12) == 12          # over already
+    toy, out, _, tmp = made
+    online = CorpusFeatures(toy, out, finished_only=False)
+    tc = TrainConfig(steps=400, blocks_per_seq=2, seqs_per_step=1, ckpt_every=1000, warmup=1, compile="off",
+                     precision="fp32")
+    said = []
+    train(toy, "dflash", None, tmp / "fit", tmp / "fit.json", tc, cfg_overrides=dict(draft_vocab=24, gamma=4),
+          store=online, log=said.append, fit_minutes=0.01)
+    card = json.loads((tmp / "fit.json").read_text())
+    assert 12 <= card["train"]["steps"] < 400 and card["train"]["recipe"]["steps"] == card["train"]["steps"]
+    assert card["train"]["fitted_to_minutes"] == 0.01 and any("fit" in x for x in said)
+    state = torch.load(tmp / "fit" / "ckpt.pt", weights_only=True)
+    assert state["schedule_steps"] == card["train"]["steps"]
+
+
+def test_fit_minutes_is_for_one_drafter(capsys):
+    from dspark_viz.cli import main
+    for bad in (["--algo", "dspark,dflash", "--fit-minutes", "1"], ["--algo", "dspark", "--fit-minutes", "0"]):
+        assert main(["train", *bad]) == 2
+        assert "sets one drafter's step count" in capsys.readouterr().err

@@ -149,3 +149,38 @@ def test_native_draw_inverts_the_cdf(dtype):
     assert not bool((drawn % 7 == 0).any())
     with pytest.raises(RuntimeError, match="no token of positive mass"):
         ragged.sample_icdf(torch.full((2, 100), float("-inf"), dtype=dtype), 1.0, torch.zeros(2))
+
+
+@pytest.mark.parametrize("slot, n_keys", [
+    ([0, 1, 2, 3, 4, 5], [3, 9, 1, 30, 12, 7]),                 # a decode step: each slot's one new row
+    ([0, 2, 2, 2, 5, 1], [7, 3, 4, 5, 30, 12]),                 # three alone, one prompt's three rows
+    ([4, 4, 4, 4], [1, 2, 3, 4]),                               # one prompt, nothing alone
+    ([3, 0, 1, 2, 5, 4, 3, 3], [9, 5, 6, 7, 8, 2, 10, 11]),     # a slot's rows apart in the call
+])
+def test_accelerator_attention_is_each_rows_own_attention(slot, n_keys):
+    """``attend_grouped`` (the path off the CPU, run here on the CPU): every row attends to its own slot's first
+    n_keys positions, whichever branch (the whole cache in place, or the rows grouped by slot) takes it."""
+    g = torch.Generator().manual_seed(1)
+    S, Hk, rep, C, D = 6, 3, 3, 40, 16
+    K, V = torch.randn(S, Hk, C, D, generator=g), torch.randn(S, Hk, C, D, generator=g)
+    q = torch.randn(len(slot), Hk * rep, D, generator=g)
+    slot, n_keys = torch.tensor(slot), torch.tensor(n_keys)
+    got = ragged.attend_grouped(q, K, V, slot, n_keys, 0.25, Hk).double()
+    assert (got - _reference(q, K, V, slot, n_keys, 0.25)).abs().max() < 1e-5
+
+
+def test_the_accelerator_path_samples_what_the_cpu_path_samples():
+    """sample_stream on the ragged forward with the accelerator's attention (forced here on the CPU): the same
+    answers as with the CPU's attention, at T = 0 and at T = 1 (the same uniforms)."""
+    from dspark_viz.train.sample import sample_stream
+    t = tiny_llama_target(vocab_size=40, hidden_size=32, n_layers=3)
+    prompts = [(i, [1 + i % 7, 5, 9, 2][: 1 + i % 4], 100 + i) for i in range(9)]
+
+    def run(grouped, T):
+        fwd = ragged.forward_for(t)
+        fwd.grouped = grouped
+        return dict(sample_stream(t, prompts, T, max_new_tokens=12, slots=4))
+
+    for T in (0.0, 1.0):
+        assert run(True, T) == run(False, T)
+    ragged.forward_for(t).grouped = False

@@ -41,6 +41,8 @@ def add_corpus(p: argparse.ArgumentParser) -> None:
     an.add_argument("--out", required=True, help="corpus folder (manifest.json + shards)")
     an.add_argument("--token-budget", type=int, required=True, help="stop at this many finished answer tokens")
     an.add_argument("--max-shards", type=int, default=None, help="stop after this many new shards")
+    an.add_argument("--minutes", type=float, default=None,
+                    help="stop at the first shard written after this long (resumable)")
     an.add_argument("--slots", type=int, default=128,
                     help="sequences decoded at once (continuous batching; not a corpus setting: any value resumes)")
     st = sub.add_parser("stats", help="size, throughput and repeated spans of a corpus")
@@ -58,13 +60,14 @@ def run_corpus(a: argparse.Namespace) -> None:
         print(json.dumps(counts, indent=1))
     elif a.action == "answers":
         if (a.token_budget < 1 or a.batch_size < 1 or a.max_new_tokens < 1 or (a.max_shards or 1) < 1
-                or not 1 <= a.slots <= 1024):
+                or not 1 <= a.slots <= 4096 or (a.minutes is not None and a.minutes <= 0)):
             raise ValueError("--token-budget, --batch-size, --max-new-tokens and --max-shards must be ≥ 1, "
-                             "--slots 1 … 1024")
+                             "--slots 1 … 4096, --minutes > 0")
         target = load_target_from_args(a)
         print(json.dumps(corpus.make_answers(target, a.prompts, a.out, a.token_budget, a.batch_size,
                                              a.temperature, a.max_new_tokens, a.seed,
-                                             max_shards=a.max_shards, slots=a.slots), indent=1))
+                                             max_shards=a.max_shards, slots=a.slots,
+                                             max_seconds=a.minutes * 60 if a.minutes else None), indent=1))
     else:
         man = corpus.load_manifest(a.out)
         if man is None:

@@ -64,8 +64,12 @@ def add_train(ap: argparse.ArgumentParser) -> None:
                     help="where the target's features come from: the feature cache (--data), or computed in each "
                          "step from the corpus's token ids (--corpus; no cache needed); auto: the cache where one "
                          "exists, else online")
-    ap.add_argument("--corpus", default="corpus/answers", metavar="DIR",
-                    help="the corpus for --features online (default: corpus/answers)")
+    ap.add_argument("--corpus", nargs="+", default=["corpus/answers"], metavar="DIR",
+                    help="the corpus for --features online (default: corpus/answers); several folders train on "
+                         "all their answers")
+    ap.add_argument("--feature-batch", type=int, default=None,
+                    help="sequences per forward of the target when features are computed online (default: 8 on "
+                         "a CPU, 64 on a GPU)")
     ap.add_argument("--run-dir", default=None, help="checkpoints + log (default: $DSPARK_CACHE/runs/ALGO)")
     ap.add_argument("--out", default=None, help="exported drafter (default: assets/drafters/NAME.json); "
                     "with several drafters, a folder")
@@ -73,6 +77,9 @@ def add_train(ap: argparse.ArgumentParser) -> None:
                     "names with several drafters); default: the --out file when it exists")
     ap.add_argument("--steps", type=int, default=TrainConfig.steps)
     ap.add_argument("--minutes", type=float, default=None, help="stop after this long (resumable)")
+    ap.add_argument("--fit-minutes", type=float, default=None,
+                    help="a fresh run sets its step count (at most --steps) so that training takes about this "
+                         "long, from the time of its first steps; the learning-rate schedule then ends there")
     ap.add_argument("--lr", type=float, default=TrainConfig.lr)
     ap.add_argument("--blocks-per-seq", type=int, default=TrainConfig.blocks_per_seq)
     ap.add_argument("--seqs-per-step", type=int, default=TrainConfig.seqs_per_step)
@@ -109,15 +116,19 @@ def online_store(a: argparse.Namespace, data: Path, target):
     each step (``--features online``, or auto without a cache), said on the console with the cache's size."""
     if a.features == "cache" or (a.features == "auto" and (data / "index.json").exists()):
         return None
-    if corpus_mod.load_manifest(a.corpus) is None:
-        raise ValueError(f"no feature cache at {data} and no corpus at {a.corpus}: build one with `dspark-viz "
-                         "corpus answers` (or a cache with `dspark-viz data`)")
+    dirs = [a.corpus] if isinstance(a.corpus, str) else list(a.corpus)
+    for d in dirs:
+        if corpus_mod.load_manifest(d) is None:
+            raise ValueError(f"no feature cache at {data} and no corpus at {d}: build one with `dspark-viz "
+                             "corpus answers` (or a cache with `dspark-viz data`)")
     dtype = feature_dtype()
     same = dtype == "fp32" and str(target.dtype) == "torch.float32"          # the training target serves
-    store = CorpusFeatures(target if same else load_target(a.target, dtype=dtype), a.corpus, limit=a.max_seqs)
+    store = CorpusFeatures(target if same else load_target(a.target, dtype=dtype), dirs, limit=a.max_seqs,
+                           feature_batch=getattr(a, "feature_batch", None))
     fits, words = cache_fits(cache_bytes(store.target, sum(s["n"] for s in store.seqs)), data)
     why = ("it would not fit: " if not fits else "no cache built; it would fit: ") + words
-    print(f"features computed online in {dtype} from {a.corpus} ({len(store.seqs)} sequences) — {why}")
+    print(f"features computed online in {dtype} from {', '.join(map(str, dirs))} ({len(store.seqs)} sequences) "
+          f"— {why}")
     return store
 
 
@@ -126,6 +137,9 @@ def run_train(a: argparse.Namespace) -> None:
     bad = [x for x in algos if x not in ALGOS]
     if bad or not algos:
         raise ValueError(f"unknown algorithm(s) {bad}: choose from {', '.join(ALGOS)} or 'all'")
+    if a.fit_minutes is not None and (a.fit_minutes <= 0 or len(algos) > 1):
+        raise ValueError(f"--fit-minutes (> 0; got {a.fit_minutes}) sets one drafter's step count: train one, then "
+                         "the others with --steps at its count (the same budget)")
     set_threads(a.threads)
     target = load_target(a.target, dtype="fp32")  # training runs in fp32 (CUDA when there is one)
     tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
@@ -147,6 +161,6 @@ def run_train(a: argparse.Namespace) -> None:
     algo = algos[0]
     run_dir = Path(a.run_dir) if a.run_dir else cache_dir() / "runs" / algo
     out = Path(a.out) if a.out else ASSETS / f"{SHIPPED[algo]}.json"
-    train(target, algo, data, run_dir, out, tc, minutes=a.minutes, cfg_overrides=over,
+    train(target, algo, data, run_dir, out, tc, minutes=a.minutes, fit_minutes=a.fit_minutes, cfg_overrides=over,
           init=Path(a.init_from) if a.init_from else None, max_seqs=a.max_seqs, store=store)
     print(f"exported {out}")

@@ -15,7 +15,8 @@ The layer is the Llama layer of transformers written out (its RMSNorm modules or
 rotary embedding with ``rotate_half``, SiLU-gated MLP, residuals in the model's dtype), so logits agree with the
 stock forward to within the dtype's rounding; torch chooses its GEMM by N, so the last bits of a row may depend
 on how many rows share the forward. Without the native extension, or off the CPU, attention runs as SDPA over
-each row's slot under a length mask (the same arithmetic law, more memory traffic).
+each row's slot under a length mask (the same arithmetic law, more memory traffic); on an accelerator
+``attend_grouped`` reads the cache in place instead.
 """
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ class RaggedForward:
         self.ext = kernels.load() if str(self.device) == "cpu" else None
         if self.ext is not None and not hasattr(self.ext, "ragged_attention"):
             self.ext = None
+        self.grouped = self.device.type != "cpu"           # attention reads the cache in place (attend_grouped)
         self.packed = _can_pack(self.device, self.dtype)
         pack = (lambda w: torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), 64)) if self.packed else (
             lambda w: w)
@@ -108,6 +110,8 @@ class RaggedForward:
         """q (N, H, D) over each row's slot → (N, H·D)."""
         if self.ext is not None:
             return self.ext.ragged_attention(q.contiguous(), K, V, slot, n_keys, scale)
+        if self.grouped:
+            return attend_grouped(q, K, V, slot, n_keys, scale, self.Hk)
         N, rep = q.shape[0], self.H // self.Hk
         dev = K.device
         s, n = slot.to(dev), n_keys.to(dev)
@@ -143,6 +147,51 @@ class RaggedForward:
             x = x + self._linear(F.silu(g) * u, lw["down"])
         last = self._norm(self.norm, x[out_rows.to(dev)])                                   # (R, d)
         return self._linear(last, self.head)                                                    # (R, V)
+
+
+def attend_grouped(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, slot: torch.Tensor, n_keys: torch.Tensor,
+                   scale: float, Hk: int) -> torch.Tensor:
+    """The accelerator's ragged attention: q (N, H, D) over each row's slot of K, V (S, Hk, C, D), keys 0 …
+    n_keys − 1 → (N, H·D). No row's slot is copied out: rows alone in their slot (a decode step's) attend in one
+    SDPA over the whole cache (or over only their slots when they are few), rows sharing a slot (a prompt's)
+    in one SDPA over their slots, queries padded to the longest group; keys past the longest row's are never
+    read. Per row the same softmax over the same keys as the CPU's code."""
+    N, H, D = q.shape
+    S, rep, dev = K.shape[0], H // Hk, K.device
+    s, nk = slot.to(dev), n_keys.to(dev)
+    L = int(nk.max())
+    Kl, Vl = K[:, :, :L], V[:, :, :L]
+    keys = torch.arange(L, device=dev)
+    out = q.new_empty(N, H, D)
+    alone = torch.bincount(s, minlength=S)[s] == 1                                       # (N,)
+    one = alone.nonzero()[:, 0]
+    if len(one) * 4 >= S:                                    # most slots step: read the cache once, in place
+        qf = q.new_zeros(S, H, D)
+        qf[s[one]] = q[one]
+        nf = torch.ones(S, dtype=nk.dtype, device=dev)       # idle slots attend to one key (their output unused)
+        nf[s[one]] = nk[one]
+        o = F.scaled_dot_product_attention(qf.view(S, Hk, rep, D), Kl, Vl, scale=scale,
+                                           attn_mask=(keys[None, :] < nf[:, None])[:, None, None, :])
+        out[one] = o.reshape(S, H, D)[s[one]]
+        rest = (~alone).nonzero()[:, 0]
+    else:
+        rest = torch.arange(N, device=dev)
+    if len(rest):
+        order = rest[torch.argsort(s[rest], stable=True)]                                # rows by slot
+        u, counts = torch.unique_consecutive(s[order], return_counts=True)               # (U,), (U,)
+        U, Q = len(u), int(counts.max())
+        grp = torch.repeat_interleave(torch.arange(U, device=dev), counts)               # (M,) row → group
+        rank = torch.arange(len(order), device=dev) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts,
+                                                                              counts)    # (M,) row within group
+        qg = q.new_zeros(U, Q, Hk, rep, D)
+        qg[grp, rank] = q[order].view(-1, Hk, rep, D)
+        ng = torch.ones(U, Q, dtype=nk.dtype, device=dev)
+        ng[grp, rank] = nk[order]
+        mask = (keys[None, None, :] < ng[:, :, None])                                    # (U, Q, L)
+        o = F.scaled_dot_product_attention(qg.permute(0, 2, 1, 3, 4).reshape(U, Hk, Q * rep, D), Kl[u], Vl[u],
+                                           attn_mask=mask.repeat_interleave(rep, 1)[:, None], scale=scale)
+        out[order] = o.view(U, Hk, Q, rep, D).permute(0, 2, 1, 3, 4).reshape(U, Q, H, D)[grp, rank]
+    return out.reshape(N, H * D)
 
 
 def _can_pack(device, dtype) -> bool:
@@ -196,4 +245,4 @@ def supports(target) -> bool:
     return all(type(layer).__name__ in ("LlamaDecoderLayer", "MistralDecoderLayer") for layer in layers)
 
 
-__all__ = ["RaggedCache", "RaggedForward", "forward_for", "sample_icdf", "supports"]
+__all__ = ["RaggedCache", "RaggedForward", "attend_grouped", "forward_for", "sample_icdf", "supports"]

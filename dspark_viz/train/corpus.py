@@ -103,9 +103,10 @@ def answer_seed(seed: int, key: int) -> int:
 
 def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, token_budget: int | None,
                  batch_size: int = 128, temperature: float = 0.7, max_new_tokens: int = 384,
-                 seed: int = 0, shuffle: bool = True, max_shards: int | None = None, slots: int = 64) -> dict:
-    """Sample answers until ``token_budget`` finished answer tokens (None: every prompt once), or ``max_shards``
-    new shards, writing one shard per ``batch_size`` answers; resumable, and prompt files may have grown since the
+                 seed: int = 0, shuffle: bool = True, max_shards: int | None = None, slots: int = 64,
+                 max_seconds: float | None = None) -> dict:
+    """Sample answers until ``token_budget`` finished answer tokens (None: every prompt once), ``max_shards``
+    new shards or the first shard that ends after ``max_seconds``, writing one shard per ``batch_size`` answers; resumable, and prompt files may have grown since the
     last run. ``slots`` sequences are decoded at once (``sample.sample_stream``: continuous batching, a slot
     refilled as soon as its answer ends); answers land in shards in the order they finish.
 
@@ -144,8 +145,10 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
             yield r["key"], ids, answer_seed(seed, r["key"])
 
     stream = sample_stream(target, items(), temperature, max_new_tokens, slots=slots)
-    answered = 0
+    answered, t_run = 0, time.perf_counter()
     while done_tokens < budget and answered < len(recs) and (max_shards is None or s - s0 < max_shards):
+        if max_seconds is not None and time.perf_counter() - t_run >= max_seconds:
+            break
         t0 = time.perf_counter()
         batch = [x for _, x in zip(range(batch_size), stream)]                  # (key, answer) as they finish
         secs = time.perf_counter() - t0

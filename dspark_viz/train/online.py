@@ -22,27 +22,36 @@ import torch
 from . import corpus as corpus_mod
 from .data import MIN_ANSWER, check_corpus, features_batch, split_sequences
 
-FEATURE_BATCH = 8     # sequences per forward when a step's features are computed
+FEATURE_BATCH = 8     # sequences per forward when a step's features are computed (on a CPU)
+FEATURE_BATCH_GPU = 64
 
 
 class CorpusFeatures:
-    """The corpus in ``corpus_dir`` as training sequences (ids (n,) int64, n, prompt_len, domain, id), features
-    computed by ``target`` (loaded at the dtype the cache would use) at each step."""
+    """The corpus in ``corpus_dir`` (a folder, or several: their answers one after another) as training sequences
+    (ids (n,) int64, n, prompt_len, domain, id), features computed by ``target`` (loaded at the dtype the cache
+    would use) at each step, ``feature_batch`` sequences per forward (default: 8 on a CPU, 64 on a GPU)."""
 
-    def __init__(self, target, corpus_dir: str | Path, limit: int | None = None, max_len: int | None = None,
-                 finished_only: bool = True):
-        check_corpus(target, corpus_dir)
-        self.target, self.corpus_dir = target, Path(corpus_dir)
+    def __init__(self, target, corpus_dir: str | Path | list, limit: int | None = None, max_len: int | None = None,
+                 finished_only: bool = True, feature_batch: int | None = None):
+        dirs = [Path(d) for d in (corpus_dir if isinstance(corpus_dir, (list, tuple)) else [corpus_dir])]
+        for d in dirs:
+            check_corpus(target, d)
+        self.target, self.corpus_dir = target, dirs[0]
+        self.feature_batch = feature_batch or (FEATURE_BATCH if target.device.type == "cpu" else FEATURE_BATCH_GPU)
+        if self.feature_batch < 1:
+            raise ValueError(f"feature_batch must be ≥ 1 (got {self.feature_batch})")
         max_len = max_len or target.max_context
         self.seqs: list[dict] = []
-        for p, a, d in corpus_mod.iter_corpus(corpus_dir, finished_only):
-            if len(p) + len(a) > max_len:
-                continue
-            if limit and len(self.seqs) >= limit:
-                break
-            if len(a) >= MIN_ANSWER:
-                self.seqs.append({"id": f"corpus:{len(self.seqs)}", "n": len(p) + len(a), "prompt_len": len(p),
-                                  "domain": d, "ids": torch.tensor(p + a, dtype=torch.long), "features": self})
+        for d in dirs:
+            for p, a, dom in corpus_mod.iter_corpus(d, finished_only):
+                if len(p) + len(a) > max_len:
+                    continue
+                if limit and len(self.seqs) >= limit:
+                    break
+                if len(a) >= MIN_ANSWER:
+                    self.seqs.append({"id": f"corpus:{len(self.seqs)}", "n": len(p) + len(a), "prompt_len": len(p),
+                                      "domain": dom, "ids": torch.tensor(p + a, dtype=torch.long),
+                                      "features": self})
 
     def refresh(self) -> int:
         """New corpus shards join at the next run (the sequences are read once); nothing is added here."""
@@ -56,12 +65,12 @@ class CorpusFeatures:
 
     def compute(self, seqs: list[dict]) -> list[dict]:
         """``seqs`` with feats (n, m·d) fp16, hidden (n, d) fp16 and lse (n,) fp32 added, on the target's device;
-        the forwards take ``FEATURE_BATCH`` sequences of similar length at a time (less padding)."""
+        the forwards take ``feature_batch`` sequences of similar length at a time (less padding)."""
         order = sorted(range(len(seqs)), key=lambda i: seqs[i]["n"])
         out: list[dict | None] = [None] * len(seqs)
         no_autocast = torch.autocast(self.target.device.type, enabled=False)     # the cache's arithmetic, not the step's
-        for b in range(0, len(order), FEATURE_BATCH):
-            idx = order[b:b + FEATURE_BATCH]
+        for b in range(0, len(order), self.feature_batch):
+            idx = order[b:b + self.feature_batch]
             with no_autocast:
                 got = features_batch(self.target, [seqs[i]["ids"].tolist() for i in idx], to_cpu=False)
             for i, (f, h, l) in zip(idx, got):
@@ -103,4 +112,4 @@ def cache_fits(need: int, cache_dir: str | Path) -> tuple[bool, str]:
     return need <= min(free, ram), words
 
 
-__all__ = ["CorpusFeatures", "FEATURE_BATCH", "cache_bytes", "cache_fits", "with_features"]
+__all__ = ["CorpusFeatures", "FEATURE_BATCH", "FEATURE_BATCH_GPU", "cache_bytes", "cache_fits", "with_features"]

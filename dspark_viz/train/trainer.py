@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -283,6 +283,7 @@ def save_checkpoint(run: TrainRun, target, ckpt_path: Path, out, tc: TrainConfig
     and its card too, after an evaluation on the validation sequences. → that evaluation, or None."""
     torch.save({"model": run.model.state_dict(), "opt": run.opt.state_dict(), "step": run.step, "elapsed": elapsed,
                 "positions": run.seen, "cfg": json.dumps(run.cfg.to_dict()), "vocab_ids": run.vocab_ids,
+                "schedule_steps": tc.steps,
                 **({"warm_start": run.warm_start} if run.warm_start else {})},
                str(ckpt_path) + ".tmp")
     Path(str(ckpt_path) + ".tmp").replace(ckpt_path)
@@ -298,13 +299,26 @@ def save_checkpoint(run: TrainRun, target, ckpt_path: Path, out, tc: TrainConfig
     return ev
 
 
+FIT_PROBE = (2, 12)       # steps timed to fit a run into its minutes: after the first (warm-up), before the 12th
+
+
+def fitted_steps(tc: TrainConfig, fit_minutes: float, seconds_so_far: float, seconds_per_step: float,
+                 done: int) -> int:
+    """The step count at which a run that has taken ``seconds_so_far`` for ``done`` steps, going on at
+    ``seconds_per_step``, ends after about ``fit_minutes``: at most ``tc.steps``, at least the steps done."""
+    left = max(0.0, fit_minutes * 60 - seconds_so_far)
+    return max(done, min(tc.steps, done + int(left / max(seconds_per_step, 1e-9))))
+
+
 def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,
           tc: TrainConfig = TrainConfig(), minutes: float | None = None, cfg_overrides: dict | None = None,
           store: FeatureStore | None = None, log=print, stop_at: int | None = None,
-          init: str | Path | None = None, max_seqs: int | None = None) -> Path:
+          init: str | Path | None = None, max_seqs: int | None = None, fit_minutes: float | None = None) -> Path:
     """Train (or resume) one drafter; exports safetensors + card to `out` at every checkpoint.
     ``stop_at`` pauses at that step (the schedule still runs over ``tc.steps``): several drafters
-    can then take turns on one core with the same data and the same number of steps."""
+    can then take turns on one core with the same data and the same number of steps. ``fit_minutes``: a fresh
+    run times its steps ``FIT_PROBE`` and sets the schedule's length (at most ``tc.steps``) so that the run
+    takes about that long; a resumed one keeps the length it set."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     store = store or FeatureStore(feat_dir, limit=max_seqs)
@@ -312,6 +326,12 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
     ckpt_path = run_dir / "ckpt.pt"
     torch.manual_seed(tc.seed)
     ck = torch.load(ckpt_path, weights_only=True) if ckpt_path.exists() else None
+    fit_at = None
+    if fit_minutes is not None:
+        if ck is not None and "schedule_steps" in ck:
+            tc = replace(tc, steps=int(ck["schedule_steps"]))
+        elif ck is None:
+            fit_at = FIT_PROBE
     src = init if init is not None else out                  # warm start: a given drafter, else the export
     run = start_run(target, algo, tr, val, tc, ck, cfg_overrides, src, log)
     gen = torch.Generator().manual_seed(tc.seed * 7919 + run.step)
@@ -328,6 +348,17 @@ def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str
         if minutes is not None and time.perf_counter() - t_start > minutes * 60:
             break
         st = train_step(run, tc, gen, terms, autocast)
+        if fit_at is not None and run.step in fit_at:
+            if run.step == fit_at[0]:
+                t_probe = time.perf_counter()
+            else:
+                per = (time.perf_counter() - t_probe) / (fit_at[1] - fit_at[0])
+                tc = replace(tc, steps=fitted_steps(tc, fit_minutes, time.perf_counter() - t_start, per, run.step))
+                end, fit_at = min(tc.steps, stop_at) if stop_at is not None else tc.steps, None
+                run.card["recipe"] = asdict(tc)
+                run.card["fitted_to_minutes"] = fit_minutes
+                bar.total = tc.steps
+                log(f"{algo}: {per * 1000:.0f} ms a step here: {tc.steps} steps fit {fit_minutes:g} min")
         bar.update(1)
         bar.set_postfix(loss=f"{st['loss']:.3f}", tau=f"{st['tau_est']:.2f}", acc1=f"{st['acc1']:.2f}")
         if run.step % 10 == 0:

@@ -491,3 +491,26 @@ def test_warm_start_is_recorded_on_the_card(tiny, tmp_path):
     card = json.loads(second.read_text())
     assert card["train"]["warm_start"] == {"sha256": base["sha256"], "train": base["train"]}
     assert card["train"]["steps"] == 4 and total_steps(card["train"]) == 8
+
+
+@pytest.mark.parametrize("algo", ["dspark", "dspark-rnn", "dflash"])
+def test_one_backbone_call_for_every_sequence_is_the_per_sequence_pass(tiny, algo):
+    """The accelerator's training pass (every sequence's context and blocks in one backbone call, padded) gives
+    the per-sequence pass's logits, confidences and gradients — sequences of different lengths and block counts."""
+    from dspark_viz.train.trainer import forward_blocks
+    t, seqs = tiny
+    m = make(t, seqs, algo)
+    cut = [dict(seqs[0]), dict(seqs[1]), dict(seqs[2])]
+    for s, n in zip(cut, (36, 20, 29)):                      # contexts of different lengths
+        s.update(n=n, ids=s["ids"][:n], feats=s["feats"][:n], hidden=s["hidden"][:n], lse=s["lse"][:n])
+    anchors = [torch.tensor([8, 12, 20, 30]), torch.tensor([9, 15]), torch.tensor([8, 10, 11, 22, 27])]
+    got = {}
+    for batched in (False, True):
+        m.zero_grad()
+        logits, conf, lab, p_t, mask = forward_blocks(m, cut, anchors, batched=batched)
+        (logits.float().logsumexp(-1).sum() + (conf.sum() if conf is not None else 0)).backward()
+        got[batched] = (logits, conf, lab, mask, [p.grad.clone() for p in m.parameters() if p.grad is not None])
+    (l0, c0, lab0, m0, g0), (l1, c1, lab1, m1, g1) = got[False], got[True]
+    assert torch.allclose(l0, l1, atol=1e-5) and torch.equal(lab0, lab1) and torch.equal(m0, m1)
+    assert (c0 is None) == (c1 is None) and (c0 is None or torch.allclose(c0, c1, atol=1e-5))
+    assert len(g0) == len(g1) and all(torch.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(g0, g1))

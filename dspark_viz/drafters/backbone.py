@@ -46,27 +46,28 @@ def apply_rope(x, cos, sin):
 
 def block_attention(q, k_ctx, v_ctx, k_blk, v_blk, ctx_len, gamma: int):
     """Training's attention of N blocks at once, scoring only the keys a row may see.
-    q (H, T, Dh) with T = N·γ rows, block after block; k_ctx/v_ctx (Hk, n, Dh) context; k_blk/v_blk (Hk, T, Dh)
-    the blocks' own keys/values; ctx_len (T,) context positions each row sees → (H, T, Dh).
+    q (…, H, T, Dh) with T = N·γ rows, block after block; k_ctx/v_ctx (…, Hk, n, Dh) context; k_blk/v_blk
+    (…, Hk, T, Dh) the blocks' own keys/values; ctx_len (…, T) context positions each row sees → (…, H, T, Dh).
+    A leading batch dimension … holds several sequences, each with its own context and blocks.
 
     The same function as scaled-dot-product attention under the mask [context < ctx_len | own block] over the keys
     [context; every block] (query head h reads key head h // (H / Hk)), without the T × T scores of the other
     blocks' keys, which that mask discards: a training batch of 64 blocks of 8 scores n + 8 keys a row, not n + 512."""
-    H, T, Dh = q.shape
-    Hk, n = k_ctx.shape[0], k_ctx.shape[1]
+    *L, H, T, Dh = q.shape
+    Hk, n = k_ctx.shape[-3], k_ctx.shape[-2]
     rep, N = H // Hk, T // gamma
     scale = Dh ** -0.5
-    qg = q.reshape(Hk, rep * T, Dh)                                                     # head h = kv·rep + r
-    s_ctx = (qg @ k_ctx.transpose(1, 2)).view(Hk, rep, N, gamma, n) * scale              # (Hk, rep, N, γ, n)
-    seen = (torch.arange(n, device=q.device)[None, :] < ctx_len[:, None]).view(N, gamma, n)
+    qg = q.reshape(*L, Hk, rep * T, Dh)                                                 # head h = kv·rep + r
+    s_ctx = (qg @ k_ctx.transpose(-1, -2)).view(*L, Hk, rep, N, gamma, n) * scale        # (…, Hk, rep, N, γ, n)
+    seen = (torch.arange(n, device=q.device) < ctx_len[..., None]).view(*L, 1, 1, N, gamma, n)
     s_ctx = s_ctx.masked_fill(~seen, float("-inf"))
-    qb = q.reshape(Hk, rep, N, gamma, Dh)
-    kb, vb = k_blk.reshape(Hk, 1, N, gamma, Dh), v_blk.reshape(Hk, 1, N, gamma, Dh)
-    s_blk = (qb @ kb.transpose(-1, -2)) * scale                                          # (Hk, rep, N, γ, γ)
-    p = torch.softmax(torch.cat([s_ctx, s_blk], -1).float(), -1).to(q.dtype)            # (Hk, rep, N, γ, n + γ)
+    qb = q.reshape(*L, Hk, rep, N, gamma, Dh)
+    kb, vb = k_blk.reshape(*L, Hk, 1, N, gamma, Dh), v_blk.reshape(*L, Hk, 1, N, gamma, Dh)
+    s_blk = (qb @ kb.transpose(-1, -2)) * scale                                          # (…, Hk, rep, N, γ, γ)
+    p = torch.softmax(torch.cat([s_ctx, s_blk], -1).float(), -1).to(q.dtype)            # (…, Hk, rep, N, γ, n + γ)
     p_ctx, p_blk = p.split([n, gamma], -1)
-    o = (p_ctx.reshape(Hk, rep * T, n) @ v_ctx).view(Hk, rep, N, gamma, Dh) + p_blk @ vb
-    return o.reshape(H, T, Dh)
+    o = (p_ctx.reshape(*L, Hk, rep * T, n) @ v_ctx).view(*L, Hk, rep, N, gamma, Dh) + p_blk @ vb
+    return o.reshape(*L, H, T, Dh)
 
 
 class DraftLayer(nn.Module):
@@ -89,22 +90,23 @@ class DraftLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(d, eps)
 
     def kv(self, x, cos, sin):
-        """x (T, d) → k, v (Hk, T, Dh) with RoPE on k."""
+        """x (…, T, d) → k, v (…, Hk, T, Dh) with RoPE on k."""
         a = self.self_attn
-        T = x.shape[0]
-        k = a.k_proj(x).view(T, self.Hk, self.Dh).transpose(0, 1)
-        v = a.v_proj(x).view(T, self.Hk, self.Dh).transpose(0, 1)
+        lead = x.shape[:-1]
+        k = a.k_proj(x).view(*lead, self.Hk, self.Dh).transpose(-3, -2)
+        v = a.v_proj(x).view(*lead, self.Hk, self.Dh).transpose(-3, -2)
         return apply_rope(k, cos, sin), v
 
     def forward(self, x, cos, sin, k_ctx, v_ctx, mask, return_kv: bool = False, blocks=None):
         """x (T, d) block tokens (all blocks of a batch flattened); k_ctx/v_ctx (Hk, n, Dh) context;
         mask (T, n + T) bool, True = may attend; or, for training's N blocks of γ, ``blocks`` = (ctx_len (T,), γ)
-        and mask None (block_attention). Returns (T, d) (and the block's own k, v)."""
+        and mask None (block_attention), where x (B, T, d), k_ctx/v_ctx (B, Hk, n, Dh) and ctx_len (B, T) hold B
+        sequences at once. Returns (…, T, d) (and the block's own k, v)."""
         a = self.self_attn
-        T = x.shape[0]
+        *L, T, _ = x.shape
         h = self.input_layernorm(x)
-        q = apply_rope(a.q_proj(h).view(T, self.H, self.Dh).transpose(0, 1), cos, sin)    # (H, T, Dh)
-        kb, vb = self.kv(h, cos, sin)                                                       # (Hk, T, Dh)
+        q = apply_rope(a.q_proj(h).view(*L, T, self.H, self.Dh).transpose(-3, -2), cos, sin)   # (…, H, T, Dh)
+        kb, vb = self.kv(h, cos, sin)                                                       # (…, Hk, T, Dh)
         if blocks is not None:
             o = block_attention(q, k_ctx, v_ctx, kb, vb, *blocks)                          # (H, T, Dh)
         else:
@@ -113,7 +115,7 @@ class DraftLayer(nn.Module):
             rep = self.H // self.Hk
             k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)                 # (H, n+T, Dh)
             o = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask[None, None])[0]
-        x = x + a.o_proj(o.transpose(0, 1).reshape(T, self.H * self.Dh))
+        x = x + a.o_proj(o.transpose(-3, -2).reshape(*L, T, self.H * self.Dh))
         h = self.post_attention_layernorm(x)
         m = self.mlp
         x = x + m.down_proj(F.silu(m.gate_proj(h)) * m.up_proj(h))
@@ -153,9 +155,9 @@ class ParallelBackbone(nn.Module):
         return self.ctx_norm(self.fc(feats.to(self.fc.weight.dtype)))
 
     def context_kv(self, h_ctx, start: int = 0):
-        """H_ctx (n, d) at positions start … start + n − 1 → per layer (k, v) each (Hk, n, Dh); the rotary rows come
-        from the table (``rope_rows``)."""
-        cos, sin = self.rope_rows(start, h_ctx.shape[0], h_ctx.device)
+        """H_ctx (…, n, d) at positions start … start + n − 1 → per layer (k, v) each (…, Hk, n, Dh); the rotary rows
+        come from the table (``rope_rows``)."""
+        cos, sin = self.rope_rows(start, h_ctx.shape[-2], h_ctx.device)
         return [layer.kv(h_ctx, cos, sin) for layer in self.layers]
 
     def rope_rows(self, start: int, n: int, device, dtype=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -220,8 +222,11 @@ class ParallelBackbone(nn.Module):
 
     def forward(self, x, pos, ctx_kv, mask, blocks=None):
         """x (T, d) block inputs, pos (T,) positions, ctx_kv per layer, mask (T, n+T) → h (T, d); training's
-        blocks pass ``blocks`` = (ctx_len (T,), γ) instead of a mask (DraftLayer.forward)."""
-        cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)
+        blocks pass ``blocks`` = (ctx_len (T,), γ) instead of a mask (DraftLayer.forward), for B sequences at once
+        with x (B, T, d), pos and ctx_len (B, T)."""
+        cos, sin = rope_cos_sin(pos, self.head_dim, self.rope_theta)                   # (…, T, Dh)
+        if pos.dim() > 1:
+            cos, sin = cos.unsqueeze(-3), sin.unsqueeze(-3)                              # (B, 1, T, Dh): over heads
         for layer, (kc, vc) in zip(self.layers, ctx_kv):
             x = layer(x, cos, sin, kc, vc, mask, blocks=blocks)
         return self.norm(x)

@@ -60,6 +60,33 @@ def dspark_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
     return bb(x, pos, ctx_kv, None, blocks=(a_rep, g)).view(N, g, -1)                    # own block: (N, γ, d)
 
 
+def dspark_hidden_batched(model, seqs: list[dict], anchors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """``dspark_hidden`` of B sequences in one pass of the backbone (the accelerator's training step: one call for
+    every sequence's context and blocks, not one per sequence) → h (N_i, γ, d) per sequence. Contexts are padded
+    to the longest and blocks to the most per sequence (a copy of the last anchor); no row sees a padded context
+    position (each sees positions before its anchor) and padded blocks are dropped."""
+    bb, g = model.backbone, model.cfg.gamma
+    dev = anchors[0].device
+    counts = [int(a.shape[0]) for a in anchors]
+    N, B = max(counts), len(seqs)
+    ctx = [int(a.max()) for a in anchors]
+    n = max(ctx)
+    m_d = seqs[0]["feats"].shape[-1]
+    feats = torch.zeros(B, n, m_d, device=dev, dtype=seqs[0]["feats"].dtype)
+    anc = torch.empty(B, N, dtype=torch.long, device=dev)
+    tok = torch.empty(B, N, dtype=torch.long, device=dev)
+    for i, (s, a) in enumerate(zip(seqs, anchors)):
+        feats[i, :ctx[i]] = s["feats"][:ctx[i]]
+        a_pad = torch.cat([a, a[-1:].expand(N - counts[i])])
+        anc[i], tok[i] = a_pad, s["ids"][a_pad]
+    ctx_kv = bb.context_kv(bb.fuse(feats.float()))                                     # per layer (B, Hk, n, Dh)
+    x = bb.block_input(tok.reshape(-1), g, model.embed).view(B, N * g, -1)             # (B, N·γ, d)
+    pos = (anc[:, :, None] + torch.arange(g, device=dev)).reshape(B, N * g)            # (B, N·γ)
+    a_rep = anc.repeat_interleave(g, dim=1)                                             # (B, N·γ)
+    h = bb(x, pos, ctx_kv, None, blocks=(a_rep, g)).view(B, N, g, -1)                  # (B, N, γ, d)
+    return [h[i, :c] for i, c in enumerate(counts)]
+
+
 def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
     """Training-time test: unroll the γ draft steps exactly as at inference → h (N, γ, d)."""
     g, n = model.cfg.gamma, s["n"]
@@ -93,4 +120,4 @@ def eagle_hidden(model, s: dict, anchors: torch.Tensor) -> torch.Tensor:
     return torch.stack(outs, 1)                                                          # (N, γ, d)
 
 
-__all__ = ["dspark_hidden", "eagle_hidden", "label_parts", "target_row_parts"]
+__all__ = ["dspark_hidden", "dspark_hidden_batched", "eagle_hidden", "label_parts", "target_row_parts"]

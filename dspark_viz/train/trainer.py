@@ -29,7 +29,7 @@ from .config import TrainConfig
 from .data import FeatureStore
 from .online import with_features
 from . import fused
-from .blocks import dspark_hidden, eagle_hidden, label_parts, target_row_parts
+from .blocks import dspark_hidden, dspark_hidden_batched, eagle_hidden, label_parts, target_row_parts
 from .cards import device_name, warm_record
 from .losses import drafter_loss, loss_terms, position_weights
 from .precision import resolve_precision
@@ -63,15 +63,21 @@ def vocab_weight(model, dtype: torch.dtype) -> torch.Tensor:
                  build=lambda: W_vd.detach().to(dtype).contiguous())                    # (V_d, d)
 
 
-def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: bool = False, conf_grad: bool = True):
-    """Every sequence's blocks in one pass after the backbone: the backbone (or EAGLE's unroll) runs per
-    sequence, the vocabulary products, the heads and p_target once over all blocks; without ``conf_grad`` the
+def forward_blocks(model, seqs: list[dict], anchors: list[torch.Tensor], rows: bool = False, conf_grad: bool = True,
+                   batched: bool | None = None):
+    """Every sequence's blocks in one pass after the backbone: the backbone runs per sequence on a CPU and over all
+    sequences in one call on an accelerator (``batched``: None chooses so; EAGLE's unroll runs per sequence), the
+    vocabulary products, the heads and p_target once over all blocks; without ``conf_grad`` the
     confidence head reads h and the token embedding detached (its loss then trains the head alone).
     → logits (N, γ, V_d) = U + B, conf logits (N, γ) or None, labels, p_target (N, γ, V_d), mask (N, γ);
     with ``rows`` p_target as (distinct rows (U, V_d), row_of (N, γ)) — the loss gathers them itself."""
-    hid = eagle_hidden if model.cfg.algo == "eagle" else dspark_hidden
     g = model.cfg.gamma
-    h = torch.cat([hid(model, s, a) for s, a in zip(seqs, anchors)])                     # (N, γ, d)
+    if model.cfg.algo == "eagle":
+        h = torch.cat([eagle_hidden(model, s, a) for s, a in zip(seqs, anchors)])        # (N, γ, d)
+    elif batched if batched is not None else anchors[0].device.type != "cpu":          # one call for all
+        h = torch.cat(dspark_hidden_batched(model, seqs, anchors))
+    else:
+        h = torch.cat([dspark_hidden(model, s, a) for s, a in zip(seqs, anchors)])
     lab, prev, src, m = zip(*(label_parts(model, s, a, g) for s, a in zip(seqs, anchors)))
     lab, prev, m = torch.cat(lab), torch.cat(prev), torch.cat(m)
     dev = h.device.type

@@ -134,3 +134,13 @@ def test_fit_minutes_is_for_one_drafter(capsys):
     for bad in (["--algo", "dspark,dflash", "--fit-minutes", "1"], ["--algo", "dspark", "--fit-minutes", "0"]):
         assert main(["train", *bad]) == 2
         assert "sets one drafter's step count" in capsys.readouterr().err
+
+
+def test_position_decay_reaches_the_recipe_and_bad_values_are_refused(capsys, made):
+    from dspark_viz.cli import main
+    assert main(["train", "--algo", "dspark", "--position-decay", "0"]) == 2
+    assert "--position-decay must be > 0" in capsys.readouterr().err
+    from dspark_viz.train.losses import position_weights
+    w7, w4 = position_weights(7), position_weights(7, 4.0)
+    assert torch.allclose(w4 / w4.sum(), torch.exp(-torch.arange(1, 8) / 4.0) / torch.exp(-torch.arange(1, 8) / 4.0).sum())
+    assert w7[0] == w4[0] == 1 and w7[-1] > w4[-1]                 # the paper's fall more slowly over the block

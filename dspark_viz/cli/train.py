@@ -86,6 +86,9 @@ def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--ckpt-every", type=int, default=TrainConfig.ckpt_every)
     ap.add_argument("--max-seqs", type=int, default=None, help="use only the first N cached sequences "
                     "(a fixed data budget while generation grows the cache)")
+    ap.add_argument("--position-decay", type=float, default=None, metavar="D",
+                    help="position weights w_k = exp(−(k−1)/D) of the loss (default: D = γ, the paper's; the loss "
+                         "is normalised by Σ w, so DeepSpec's exp(−k/4) is D = 4)")
     ap.add_argument("--n-layers", type=int, default=None, help="draft layers (default 1)")
     ap.add_argument("--gamma", type=int, default=None, help="block size γ (default 7)")
     ap.add_argument("--draft-vocab", type=int, default=None)
@@ -140,11 +143,13 @@ def run_train(a: argparse.Namespace) -> None:
     if a.fit_minutes is not None and (a.fit_minutes <= 0 or len(algos) > 1):
         raise ValueError(f"--fit-minutes (> 0; got {a.fit_minutes}) sets one drafter's step count: train one, then "
                          "the others with --steps at its count (the same budget)")
+    if a.position_decay is not None and a.position_decay <= 0:
+        raise ValueError(f"--position-decay must be > 0 (got {a.position_decay})")
     set_threads(a.threads)
     target = load_target(a.target, dtype="fp32")  # training runs in fp32 (CUDA when there is one)
     tc = TrainConfig(steps=a.steps, lr=a.lr, blocks_per_seq=a.blocks_per_seq, seqs_per_step=a.seqs_per_step,
                      ckpt_every=a.ckpt_every, precision=a.precision, compile=a.compile,
-                     conf_grad=not a.conf_detach)
+                     conf_grad=not a.conf_detach, decay=a.position_decay)
     over = {k: v for k, v in (("n_layers", a.n_layers), ("gamma", a.gamma),
                                                    ("draft_vocab", a.draft_vocab)) if v is not None}
     data = Path(a.data) if a.data else default_data_dir()

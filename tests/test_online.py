@@ -110,7 +110,7 @@ def test_several_corpora_train_as_one_and_the_feature_batch_is_kept(made):
 
 
 def test_a_run_fits_its_steps_to_its_minutes(made):
-    from dspark_viz.train.trainer import fitted_steps
+    from dspark_viz.train.schedule import fitted_steps
     tc = TrainConfig(steps=1000)
     assert fitted_steps(tc, 1.0, seconds_so_far=10, seconds_per_step=0.5, done=12) == 12 + 100
     assert fitted_steps(tc, 100.0, seconds_so_far=10, seconds_per_step=0.5, done=12) == 1000     # at most steps

@@ -122,8 +122,12 @@ class RaggedForward:
 
     @torch.inference_mode()
     def __call__(self, cache: RaggedCache, ids: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
-                 out_rows: torch.Tensor) -> torch.Tensor:
-        """ids, slot, pos (N,) int64 (CPU): each row's token, slot and position → logits (R, V) of ``out_rows``.
+                 out_rows: torch.Tensor, features: list[int] | None = None,
+                 feature_rows: torch.Tensor | None = None):
+        """ids, slot, pos (N,) int64 (CPU): each row's token, slot and position → logits (R, V) of ``out_rows``;
+        with ``features`` (layer indices as the target's: 0 the embedding output, l the output of layer l − 1),
+        (logits, features (R', m·d)) of ``feature_rows`` (default ``out_rows``) — the rows of transformers'
+        hidden_states at those layers, concatenated.
         Each row's key and value are written into its slot at its position; the caller keeps ``cache.length``."""
         if int(pos.max()) >= cache.capacity:
             raise ValueError(f"position {int(pos.max())} is past the cache's capacity {cache.capacity}")
@@ -132,7 +136,11 @@ class RaggedForward:
         cos, sin = self.rotary(x[None], pos.to(dev)[None])                                  # (1, N, D) each
         cos, sin = cos[0, :, None, :], sin[0, :, None, :]                                   # (N, 1, D)
         slot_d, pos_d, n_keys = slot.to(dev), pos.to(dev), pos + 1
-        for lw, K, V in zip(self.layers, cache.K, cache.V):
+        rows_d, want, feats = out_rows.to(dev), set(features or ()), {}
+        f_rows = rows_d if feature_rows is None else feature_rows.to(dev)
+        for li, (lw, K, V) in enumerate(zip(self.layers, cache.K, cache.V)):
+            if li in want:
+                feats[li] = x[f_rows]                                                       # (R', d)
             h = self._norm(lw["ln1"], x)
             q, k, v = self._linear(h, lw["qkv"]).split([H * D, Hk * D, Hk * D], -1)
             q, k, v = q.view(-1, H, D), k.view(-1, Hk, D), v.view(-1, Hk, D)
@@ -145,8 +153,11 @@ class RaggedForward:
             h = self._norm(lw["ln2"], x)
             g, u = self._linear(h, lw["gu"]).split([lw["F"], lw["F"]], -1)                     # (N, F) each
             x = x + self._linear(F.silu(g) * u, lw["down"])
-        last = self._norm(self.norm, x[out_rows.to(dev)])                                   # (R, d)
-        return self._linear(last, self.head)                                                    # (R, V)
+        last = self._norm(self.norm, x[rows_d])                                             # (R, d)
+        logits = self._linear(last, self.head)                                              # (R, V)
+        if features is None:
+            return logits
+        return logits, torch.cat([feats[li] for li in features], -1)                       # (R', m·d)
 
 
 def attend_grouped(q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, slot: torch.Tensor, n_keys: torch.Tensor,

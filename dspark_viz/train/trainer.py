@@ -13,7 +13,6 @@ hidden states are in blocks.py; a run goes start_run → choose_precision_and_lo
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from .blocks import dspark_hidden, dspark_hidden_batched, eagle_hidden, label_pa
 from .cards import device_name, warm_record
 from .losses import drafter_loss, loss_terms, position_weights
 from .precision import resolve_precision
+from .schedule import FIT_PROBE, fitted_steps, lr_at
 from .vocab import build_draft_vocab, remap_vocab
 
 
@@ -154,13 +154,6 @@ def faster_precision(model, seqs: list[dict], tc: TrainConfig, device_type: str,
 def make_optimizer(params: list, tc: TrainConfig) -> torch.optim.Optimizer:
     """AdamW (β = 0.9, 0.95), fused: one kernel per step for all parameters, on CPU and CUDA."""
     return torch.optim.AdamW(params, lr=tc.lr, betas=(0.9, 0.95), weight_decay=tc.weight_decay, fused=True)
-
-
-def lr_at(step: int, tc: TrainConfig) -> float:
-    if step < tc.warmup:
-        return tc.lr * (step + 1) / tc.warmup
-    prog = (step - tc.warmup) / max(1, tc.steps - tc.warmup)
-    return tc.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, prog))))
 
 
 @torch.no_grad()
@@ -303,17 +296,6 @@ def save_checkpoint(run: TrainRun, target, ckpt_path: Path, out, tc: TrainConfig
     logf.write(json.dumps({"step": run.step, "val": ev}) + "\n")
     logf.flush()
     return ev
-
-
-FIT_PROBE = (2, 12)       # steps timed to fit a run into its minutes: after the first (warm-up), before the 12th
-
-
-def fitted_steps(tc: TrainConfig, fit_minutes: float, seconds_so_far: float, seconds_per_step: float,
-                 done: int) -> int:
-    """The step count at which a run that has taken ``seconds_so_far`` for ``done`` steps, going on at
-    ``seconds_per_step``, ends after about ``fit_minutes``: at most ``tc.steps``, at least the steps done."""
-    left = max(0.0, fit_minutes * 60 - seconds_so_far)
-    return max(done, min(tc.steps, done + int(left / max(seconds_per_step, 1e-9))))
 
 
 def train(target, algo: str, feat_dir: str | Path, run_dir: str | Path, out: str | Path | None = None,

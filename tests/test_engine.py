@@ -1,0 +1,143 @@
+"""The live engine (serving/engine.py): many requests in one verification forward, joining and leaving between
+rounds; each request's greedy text is its plain decoding's, alone or beside others, cancelled neighbours and
+failures leave the rest going, bad input is refused."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from dspark_viz.decode import plain_generate
+from dspark_viz.drafters.config import DrafterConfig
+from dspark_viz.drafters.neural import build_model, init_from_target
+from dspark_viz.drafters.neural_drafter import NeuralDrafter
+from dspark_viz.model.toy import tiny_llama_target
+from dspark_viz.serving.engine import LiveEngine
+from dspark_viz.train.vocab import build_draft_vocab
+
+
+@pytest.fixture(scope="module")
+def toy():
+    t = tiny_llama_target(vocab_size=48, hidden_size=64, n_layers=4)
+    g = torch.Generator().manual_seed(0)
+    seqs = [{"ids": torch.randint(0, 48, (30,), generator=g), "prompt_len": 4, "n": 30} for _ in range(4)]
+    cfg = DrafterConfig.for_target(t, "dspark", draft_vocab=32, rank=8, gamma=5)
+    torch.manual_seed(0)
+    m = build_model(cfg, t, build_draft_vocab(seqs, 32, set(t.stop_ids), t.vocab_size))
+    init_from_target(m, t)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    prompts = [torch.randint(0, 48, (n,), generator=g).tolist() for n in (5, 9, 3, 12, 7)]
+    return t, NeuralDrafter(m, "dspark", t), prompts
+
+
+def plain(t, p, n):
+    return plain_generate(t, prompt_ids=p, max_new_tokens=n, temperature=0).output_ids
+
+
+def test_requests_together_decode_as_each_alone(toy):
+    t, dr, prompts = toy
+    eng = LiveEngine(t, dr, max_live=4)
+    jobs = [eng.submit(prompt_ids=p, max_new_tokens=20 + 3 * i) for i, p in enumerate(prompts)]   # 5 > 4 slots
+    eng.run_until_idle()
+    for i, (j, p) in enumerate(zip(jobs, prompts)):
+        assert j.result().output_ids == plain(t, p, 20 + 3 * i)
+    assert max(r.R for r in eng.history) == 4 and eng.queued == 0 and sorted(eng.free) == [0, 1, 2, 3]
+    assert any(r.B > r.R for r in eng.history)                       # drafts were verified, several per forward
+    assert eng.throughput() > 0
+
+
+def test_a_request_joins_between_rounds_and_a_cancelled_one_leaves(toy):
+    t, dr, prompts = toy
+    eng = LiveEngine(t, dr, max_live=3)
+    a = eng.submit(prompt_ids=prompts[0], max_new_tokens=30)
+    gone = eng.submit(prompt_ids=prompts[1], max_new_tokens=30)
+    for _ in range(2):
+        eng.step()
+    b = eng.submit(prompt_ids=prompts[2], max_new_tokens=16)
+    eng.step()
+    eng.cancel(gone)
+    eng.run_until_idle()
+    assert a.result().output_ids == plain(t, prompts[0], 30)
+    assert b.result().output_ids == plain(t, prompts[2], 16)
+    assert gone.done.is_set() and gone.error == "cancelled"
+    with pytest.raises(RuntimeError, match="cancelled"):
+        gone.result()
+    assert not eng.live and sorted(eng.free) == [0, 1, 2]
+
+
+def test_plain_decoding_in_the_engine(toy):
+    t, _, prompts = toy
+    eng = LiveEngine(t, None, max_live=2)
+    jobs = [eng.submit(prompt_ids=p, max_new_tokens=12) for p in prompts[:3]]
+    eng.run_until_idle()
+    assert [j.result().output_ids for j in jobs] == [plain(t, p, 12) for p in prompts[:3]]
+    assert all(r.B == r.R for r in eng.history)
+
+
+def test_the_engine_thread_serves_requests_from_other_threads(toy):
+    t, dr, prompts = toy
+    eng = LiveEngine(t, dr, max_live=4).start()
+    got = {}
+
+    def user(i):
+        j = eng.submit(prompt_ids=prompts[i], max_new_tokens=18)
+        got[i] = [r.n_committed for r in j.rounds(timeout=60)], j.result(timeout=60).output_ids
+
+    users = [threading.Thread(target=user, args=(i,)) for i in range(3)]
+    for u in users:
+        u.start()
+    for u in users:
+        u.join(60)
+    eng.stop()
+    for i in range(3):
+        streamed, ids = got[i]
+        assert ids == plain(t, prompts[i], 18) and 1 + sum(streamed) == len(ids)
+
+
+def test_a_failing_round_ends_its_requests_not_the_engine(toy, monkeypatch):
+    t, dr, prompts = toy
+    eng = LiveEngine(t, dr, max_live=2)
+    j = eng.submit(prompt_ids=prompts[0], max_new_tokens=10)
+    eng.step()
+    monkeypatch.setattr(dr, "propose", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("drafter broke")))
+    eng.step()
+    assert j.done.is_set() and "drafter broke" in j.error
+    monkeypatch.undo()
+    k = eng.submit(prompt_ids=prompts[1], max_new_tokens=10)
+    eng.run_until_idle()
+    assert k.result().output_ids == plain(t, prompts[1], 10)
+
+
+def test_bad_requests_are_refused(toy):
+    t, dr, _ = toy
+    eng = LiveEngine(t, dr)
+    for kw, msg in ((dict(prompt_ids=[]), "empty"), (dict(prompt_ids=[1] * t.max_context), "context"),
+                    (dict(prompt_ids=[1, 2], max_new_tokens=0), "max_new_tokens"), ({}, "give a prompt")):
+        with pytest.raises(ValueError, match=msg):
+            eng.submit(**kw)
+    with pytest.raises(ValueError, match="max_live"):
+        LiveEngine(t, dr, max_live=0)
+    with pytest.raises(ValueError, match="temperature"):
+        LiveEngine(t, dr, temperature=-1)
+    assert not eng.busy()
+
+
+@pytest.mark.slow
+def test_four_requests_on_the_embedded_target_equal_their_plain_decoding():
+    """The shipped DSpark-Markov on the embedded target, fp32, four requests submitted together at T = 0."""
+    from conftest import embedded_target
+
+    from dspark_viz.drafters import load_drafter
+    t = embedded_target("fp32", tune_paths=False)
+    dr = load_drafter("dspark", t)
+    prompts = ["What is 17 + 25?", "Write a haiku about rain.", "Name three primary colours.",
+               "Explain what a prime number is in one sentence."]
+    eng = LiveEngine(t, dr)
+    jobs = [eng.submit(p, max_new_tokens=40) for p in prompts]
+    eng.run_until_idle()
+    for j, p in zip(jobs, prompts):
+        assert j.result().output_ids == plain_generate(t, p, max_new_tokens=40, temperature=0).output_ids, p
+    assert max(r.R for r in eng.history) == 4

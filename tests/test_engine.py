@@ -141,3 +141,22 @@ def test_four_requests_on_the_embedded_target_equal_their_plain_decoding():
     for j, p in zip(jobs, prompts):
         assert j.result().output_ids == plain_generate(t, p, max_new_tokens=40, temperature=0).output_ids, p
     assert max(r.R for r in eng.history) == 4
+
+
+def test_the_engine_bench_measures_both_methods_at_each_load(toy):
+    from dspark_viz.serving.engine_bench import engine_bench, summarize
+    t, dr, _ = toy
+    rows = engine_bench(t, dr, ["abcab", "cabba", "bacca"], Rs=(1, 3), max_new_tokens=10, repeats=2, log=lambda s: None)
+    assert {(r["R"], r["method"]) for r in rows} == {(R, m) for R in (1, 3) for m in ("plain", dr.name)}
+    assert all(r["max_R"] == r["R"] and r["tokens"] > 0 and r["throughput"] > 0 for r in rows)
+    table = summarize(rows, dr.name, {1: 10.0, 3: 20.0})
+    assert [x["R"] for x in table] == [1, 3] and table[0]["x_R1"] == 1.0 and table[1]["sim_throughput"] == 20.0
+    with pytest.raises(ValueError, match="R must"):
+        engine_bench(t, dr, ["ab"], Rs=(0,))
+
+
+def test_serve_bench_refuses_bad_loads(capsys):
+    from dspark_viz.cli import main
+    for bad in ("0,2", "x", "65"):
+        assert main(["serve-bench", "--Rs", bad]) == 2
+        assert "--Rs" in capsys.readouterr().err

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import bench, corpus, evaluate, export, generate, record, serving, setup, train
+from . import bench, corpus, evaluate, export, generate, record, serve_bench, serving, setup, train
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                           serving.add_profile, serving.run_profile),
     "simulate": Subcommand("trace-driven serving simulation of every policy",
                            serving.add_simulate, serving.run_simulate),
+    "serve-bench": Subcommand("the live engine under load: R requests at once, drafter against plain decoding",
+                              serve_bench.add_serve_bench, serve_bench.run_serve_bench),
     "warm": Subcommand("load the embedded target once: convert its GGUF and build the CPU kernels",
                        setup.add_warm, setup.run_warm),
     "kernels": Subcommand("build the few-token CPU kernel now and check it against torch",

@@ -85,7 +85,8 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     error: str | None = None
     cancelled: bool = False
-    t_first: float | None = None
+    t_first: float | None = None       # when its first token was drawn (perf_counter)
+    t_end: float | None = None         # when it ended
     _stream: queue.Queue = field(default_factory=queue.Queue)
 
     def rounds(self, timeout: float | None = None):
@@ -267,8 +268,8 @@ class LiveEngine:
         self._end(job, error)
 
     def _end(self, job: Job, error: str | None = None) -> None:
-        job.error = error
-        job.trace.t_total = time.perf_counter() - job.submitted
+        job.error, job.t_end = error, time.perf_counter()
+        job.trace.t_total = job.t_end - job.submitted
         job.done.set()
         job._stream.put(_END)
 

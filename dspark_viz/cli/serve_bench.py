@@ -1,0 +1,58 @@
+"""``dspark-viz serve-bench``: the live engine under load — R requests at once for each R, the drafter against plain
+decoding in the same engine, beside the simulation's prediction (serving/engine_bench.py).
+
+    dspark-viz serve-bench --Rs 1,2,4,8 --max-new-tokens 64 --json docs/data/engine.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from pathlib import Path
+
+from ..datasets.prompts import load_prompts
+from ..datasets.traces import bundle_name, load_traces
+from ..drafters import load_drafter
+from ..fast.tune import cpu_model_and_flags
+from ..serving.engine_bench import engine_bench, simulated, summarize
+from ..settings import assets
+from .common import add_target_args, load_target_from_args
+
+
+def add_serve_bench(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--Rs", default="1,2,4,8", help="request counts, comma-separated (1…64)")
+    p.add_argument("--drafter", default="dspark")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--prompts", default=None, metavar="FILE.jsonl",
+                   help="a {\"turns\": [...]} JSONL file (default: the shipped evaluation prompts)")
+    p.add_argument("--json", default=None)
+    add_target_args(p)
+
+
+def run_serve_bench(a: argparse.Namespace) -> None:
+    try:
+        Rs = [int(x) for x in a.Rs.split(",") if x.strip()]
+    except ValueError as e:
+        raise ValueError(f"--Rs must be comma-separated request counts, got {a.Rs!r}") from e
+    if not Rs or any(not 1 <= R <= 64 for R in Rs) or a.repeats < 1:
+        raise ValueError(f"--Rs must lie in 1…64 and --repeats be ≥ 1 (got {a.Rs!r}, {a.repeats})")
+    recs = load_prompts(Path(a.prompts) if a.prompts else assets("prompts", "eval.jsonl"))
+    prompts = [r["turns"][0] for r in recs[::7]] or [r["turns"][0] for r in recs]
+    target = load_target_from_args(a)
+    drafter = load_drafter(a.drafter, target)
+    rows = engine_bench(target, drafter, prompts, Rs, a.max_new_tokens, a.temperature, a.repeats)
+    traces = load_traces(assets("traces", bundle_name(a.drafter, 1.0 if a.temperature > 0 else 0.0)))
+    table = summarize(rows, drafter.name, simulated(target, traces, Rs, a.drafter))
+    print(f"{'R':>3} {'tok/s':>8} {'per user':>9} {'plain':>8} {'×plain':>7} {'×R=1':>6} {'sim tok/s':>10}")
+    for t in table:
+        sim = f"{t['sim_throughput']:10.1f}" if t["sim_throughput"] is not None else f"{'–':>10}"
+        print(f"{t['R']:>3} {t['throughput']:8.1f} {t['per_user']:9.1f} {t['plain_throughput']:8.1f} "
+              f"{t['x_plain']:7.2f} {t['x_R1']:6.2f} {sim}")
+    if a.json:
+        body = {"command": "dspark-viz serve-bench " + " ".join(getattr(a, "_argv", [])), "cpu": cpu_model_and_flags()[0]
+                or platform.machine(), "target": target.name, "dtype": str(target.dtype).replace("torch.", ""),
+                "device": str(target.device), "drafter": drafter.name, "temperature": a.temperature,
+                "max_new_tokens": a.max_new_tokens, "summary": table, "runs": rows}
+        Path(a.json).write_text(json.dumps(body, indent=1, default=float) + "\n")

@@ -35,6 +35,7 @@ STEPS_MAX=${STEPS_MAX:-20000}
 SEQS=${SEQS:-32}                     # sequences per step (their features computed online, in one call per 64)
 BLOCKS=${BLOCKS:-64}                 # blocks per sequence
 LR=${LR:-2e-3}
+DECAY=${DECAY:-4}                    # position weights exp(−(k−1)/DECAY) (docs/training.md, the ablation)
 TESTS=${TESTS:-tests/test_cuda.py tests/test_ragged.py tests/test_online.py}
 TEST_MIN=${TEST_MIN:-1.5}
 BENCH_ARGS=${BENCH_ARGS:---methods plain,hf_generate,dflash,eagle,dspark_sched --n-prompts 2 --max-new-tokens 64}
@@ -153,7 +154,7 @@ transformers.__version__, torch.cuda.is_available() and torch.cuda.get_device_na
     done
     timed corpus-stats sh -c "for s in 1 2; do ${DV[*]} corpus stats --out $WORK/corpus-s\$s; done"
     local common=(--features online --corpus "$WORK/corpus-s1" "$WORK/corpus-s2"
-                  --seqs-per-step "$SEQS" --blocks-per-seq "$BLOCKS" --lr "$LR" --compile off --ckpt-every 1000000
+                  --seqs-per-step "$SEQS" --blocks-per-seq "$BLOCKS" --lr "$LR" --position-decay "$DECAY" --compile off --ckpt-every 1000000
                   --precision bf16)
     local cap
     cap=$("$PY" -c "print($TRAIN_MIN * 1.3)")

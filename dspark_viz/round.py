@@ -6,7 +6,8 @@ The paper's loop (§3; Algorithm 1 chooses ℓ), one step per line of ``speculat
 
     draft      each request's drafter proposes x_1..x_γ with exact p_draft rows and raw confidences c_k
     calibrate  c'_k = STS(c_k) (the drafter's own calibration, or the one the caller gives)
-    choose ℓ   the policy allocates verification lengths across the round's requests (ℓ ≤ budget − 1, ≤ γ)
+    choose ℓ   the policy allocates verification lengths across the round's requests (ℓ ≤ budget − 1, ≤ γ);
+               where it would verify nothing whatever the confidences (Policy.verifies_nothing), none drafts
     forward    one target forward over every request's block [x0, x_1..x_ℓ]
     verify     the lossless accept / reject per request (greedy from argmaxes at T = 0), the caches cut after x_m
     commit     each drafter sees its committed positions; each request gets a Round and moves on
@@ -59,10 +60,14 @@ class Request:
     gate: SpeculationGate | None = None
     rounds: int = 0                    # rounds decoded so far (the next Round's index)
     stopped: bool = False
+    temperature: float | None = None   # this request's T (None: the round's, Speculation.temperature)
 
     @property
     def done(self) -> bool:
         return self.stopped or self.budget <= 0
+
+    def T(self, spec: "Speculation") -> float:
+        return spec.temperature if self.temperature is None else self.temperature
 
 
 class Verifier(Protocol):
@@ -126,6 +131,9 @@ def speculative_round(spec: Speculation, reqs: list[Request], verifier: Verifier
     phase = phase if phase is not None else untimed()
     decisions = [q.gate.decide() if q.gate is not None else None for q in reqs]   # the speculation gate
     drafting = [spec.drafter is not None and not (d is not None and not d.draft) for d in decisions]
+    if any(drafting) and getattr(spec.policy, "verifies_nothing", None) \
+            and spec.policy.verifies_nothing(sum(drafting), spec.sps):
+        drafting = [False] * len(reqs)            # the policy would verify no draft of any request: none drafts
     if any(drafting):
         phase("catch_up", catch_up, spec, reqs, drafting)
     drafts = phase("draft", draft, spec, reqs, drafting)                     # per request a Draft or None
@@ -153,7 +161,7 @@ def draft(spec: Speculation, reqs: list[Request], drafting: list[bool]) -> list[
     dr, out = spec.drafter, []
     for q, on in zip(reqs, drafting):
         if on:
-            out.append(dr.propose(q.state, q.anchor, q.pos, spec.temperature, q.generator))
+            out.append(dr.propose(q.state, q.anchor, q.pos, q.T(spec), q.generator))
         else:
             if dr is not None:
                 dr.skip(q.state, q.anchor, q.pos)
@@ -181,9 +189,9 @@ def choose_lengths(spec: Speculation, reqs: list[Request], drafts, conf, cal):
 
 def verify(spec: Speculation, reqs: list[Request], drafts, blocks, outs) -> list[Verdict]:
     """The lossless verdict per request: rejection sampling against p_target (T > 0) or argmax agreement (T = 0)."""
-    tgt, T, verdicts = spec.target, spec.temperature, []
+    tgt, verdicts = spec.target, []
     for q, d, blk, (logits, _f) in zip(reqs, drafts, blocks, outs):
-        toks, ell = blk[1:], len(blk) - 1
+        toks, ell, T = blk[1:], len(blk) - 1, q.T(spec)
         if T == 0:
             verdicts.append(verify_greedy(toks, logits[: ell + 1], tgt.stop_ids))
         else:

@@ -157,6 +157,11 @@ class Policy:
     def reset(self) -> None:
         """Forget per-run state (only stateful policies have any)."""
 
+    def verifies_nothing(self, R: int, sps: SPSProfile | None = None) -> bool:
+        """True only when ``choose`` would set every ℓ_r = 0 for R requests whatever their confidences, so
+        that the round need not draft at all (a decision from the profile alone: lossless). False: unknown."""
+        return False
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -262,6 +267,15 @@ class HardwareAware(_StaleCapacity, Policy):
             info["floor_K"] = K
         return _finish(ell, conf, sps, a_list, path=_path_dicts(r, j, a, B, tau, theta, n) if explain else [],
                        stop_at=stop, info=info)
+
+    def verifies_nothing(self, R: int, sps: SPSProfile | None = None) -> bool:
+        """Algorithm 1 admits its first candidate iff Θ_1 = (R + a_1)·SPS(R + 1) > Θ_0 = R·SPS(R), and a_1 ≤ 1:
+        where even a sure token does not pay, (R + 1)·SPS(R + 1) ≤ R·SPS(R), every ℓ is 0 (the floor variant
+        admits regardless, the retrospective search looks further: neither is decided here)."""
+        if self.floor_lag or not self.early_stop or R < 1:
+            return False
+        sps = sps if sps is not None else gpu_like()
+        return (R + 1) * float(sps(R + 1)) <= R * float(sps(R))
 
 
 class AsyncGlobal(_StaleCapacity, Policy):

@@ -106,46 +106,51 @@ def test_every_endpoint_is_public(client):
         assert name in api, f"{name} missing from {sorted(api)}"
 
 
-def test_decode_streams_rounds_and_matches_the_library(client, tiny):
+def test_decode_streams_rounds_in_the_shared_engine(client, tiny):
+    """Load R = 8: the request decodes in the live engine beside 7 real background requests; rounds stream, the
+    page shows the live R and both speeds, and the greedy text is plain decoding's."""
     _, res = tiny
-    args = decode_args("abcabcabc", "random", temperature=1.0, max_new=24, load=8, seed=3, compare=True)
+    args = decode_args("abcabcabc", "random", temperature=0.0, max_new=24, load=8, seed=3, compare=True)
     job = client.submit(*args, api_name="/decode")
     final = job.result(timeout=120)
     updates = job.outputs()
     rounds = [u for u in updates if str(u[0]).startswith("**Round")]
     assert len(rounds) >= 3, [u[0] for u in updates]               # streamed one update per round
+    assert all("**Engine:** R = " in u[0] and "engine " in u[0] for u in rounds)
+    assert "7 background requests from the evaluation set" in rounds[0][0]
     status, strip, chart, stats, trace_path = final
     assert "Finished" in status and "plain decoding done" in status
     assert "dsv-tok" in strip and "dsv-bonus" in strip               # coloured tokens, bonus tokens
     spec = plot_spec(chart)
     assert title_of(spec).startswith("Round ")
-    assert "tokens/s" in stats and "**plain**" in stats and "Speed-up" in stats
+    assert "tokens/s" in stats and "**plain**" in stats and "✓ yes" in stats and "**Engine:**" in stats
     tr = Trace.from_json(trace_path)
-    want = library_decode(res, *args)
-    assert tr.output_ids == want.output_ids and tr.text() == want.text()
-    assert tr.meta["load_R"] == 8 and tr.meta["policy"] == "hardware-aware@R=8"
-    assert [r.schedule["lengths"] for r in tr.rounds] == [r.schedule["lengths"] for r in want.rounds]
-    assert all(len(r.schedule["lengths"]) == 8 for r in tr.rounds)  # our request + 7 background requests
+    assert tr.output_ids == plain_generate(res.target, "abcabcabc", max_new_tokens=24).output_ids
+    assert tr.meta["load_R"] == 8 and tr.meta["policy"] == "hardware-aware" and tr.meta["engine"] is True
+    assert max(tr.meta["loads"]) >= 2                                 # the background requests shared forwards
+    assert max(len(r.schedule["lengths"]) for r in tr.rounds if r.schedule) >= 2   # ℓ allocated across requests
+    eng = res.engine("random", "gpu-like")
+    assert not eng.busy() or all(j.trace.meta.get("app") != "background" for j in eng.live)
 
 
 def test_decode_greedy_lookup_equals_plain_decoding(client, tiny):
     _, res = tiny
     status, strip, chart, stats, trace_path = client.predict(
-        *decode_args("abababab", "lookup", max_new=32, load=16, compare=True), api_name="/decode")
+        *decode_args("abababab", "lookup", max_new=32, load=8, compare=True), api_name="/decode")
     assert "dsv-accepted" in strip                                   # lookup drafts get accepted here
     assert "✓ yes" in stats                                          # greedy speculative = plain
     assert "no confidence head" in status                            # the load does not apply to lookup
     tr = Trace.from_json(trace_path)
     assert tr.output_ids == plain_generate(res.target, "abababab", max_new_tokens=32).output_ids
-    assert tr.meta["policy"] == "fixed-4"
+    assert tr.meta["policy"] == "fixed-4" and max(tr.meta["loads"]) >= 2
 
 
 def test_pruned_drafts_can_be_hidden(client):
-    shown = client.predict(*decode_args("abcabc", "random", max_new=12, load=200, show_pruned=True),
+    shown = client.predict(*decode_args("abcabc", "random", max_new=12, load=4, profile="cpu", show_pruned=True),
                            api_name="/decode")
-    hidden = client.predict(*decode_args("abcabc", "random", max_new=12, load=200, show_pruned=False),
+    hidden = client.predict(*decode_args("abcabc", "random", max_new=12, load=4, profile="cpu", show_pruned=False),
                             api_name="/decode")
-    assert "dsv-pruned" in shown[1] and "dsv-pruned" not in hidden[1]  # a busy engine prunes every draft here
+    assert "dsv-pruned" in shown[1] and "dsv-pruned" not in hidden[1]  # 4 requests on the CPU curve: drafts cut
     assert "dsv-bonus" in hidden[1]
     status, strip, *_ = client.predict(1, False, api_name="/replay_round")   # nothing loaded in this session
     assert "Upload a Trace JSON" in status
@@ -179,6 +184,8 @@ def test_live_decode_clamps_out_of_range_settings(tiny):
     assert done.phase == "done" and "engine load R -3 is out of range" in done.status
     assert done.trace.meta["temperature"] == 2.0 and done.trace.meta["load_R"] == 1
     assert done.trace.meta["max_new_tokens"] == 1 and done.trace.n_generated == 1
+    busy = list(live_decode(res, "abcabc", "random", max_new_tokens=6, load=50, compare=False))[-1]
+    assert "engine load R 50 is out of range" in busy.status and busy.trace.meta["load_R"] == res.limits.max_live
     bad = list(live_decode(res, "abc", "random", temperature="hot"))
     assert len(bad) == 1 and bad[0].phase == "error" and "must be a number" in bad[0].status
     bad = list(live_decode(res, "abc", "random", profile="tpu"))
@@ -199,7 +206,7 @@ def test_live_decode_plans_with_the_measured_profile_and_falls_back_by_default_o
     drafted = sum(bool(r.drafts) for r in tr.rounds)
     assert f"drafted in {drafted}/{len(tr.rounds)} rounds" in done.status and "+ fallback" in done.status
     assert "✓ yes" in final.stats and "Rounds that drafted" in final.stats
-    assert "over plain decoding on the same engine" in final.stats and "float32" in final.stats
+    assert "against plain decoding of the same prompt alone" in final.stats and "float32" in final.stats
     off = list(live_decode(res, "abcabcabc", "lookup", max_new_tokens=24, compare=False, fallback=False))[-1]
     assert off.trace.meta["fallback"] is False and not any(r.skipped for r in off.trace.rounds)
 
@@ -341,7 +348,7 @@ def test_eight_concurrent_sessions_get_their_own_results(tiny):
     url, res = tiny
     letters = "abcdefghijklmnopqrstuvwxyz"
     settings = [dict(prompt=letters[i:i + 5] * (2 + i % 3), drafter=("random", "lookup")[i % 2],
-                     temperature=(0.0, 0.7, 1.3)[i % 3], max_new=12 + 2 * i, load=1 + 13 * i,
+                     temperature=0.0, max_new=12 + 2 * i, load=1 + i % 4,
                      profile=("gpu-like", "jagged")[i % 2], compare=i in (0, 5), seed=100 + i,
                      show_pruned=True, fallback=False) for i in range(8)]
     results, errors = [None] * 8, []
@@ -365,7 +372,7 @@ def test_eight_concurrent_sessions_get_their_own_results(tiny):
         status, strip, _, stats, trace_path = results[i]
         assert "Finished" in status, status
         tr = Trace.from_json(trace_path)
-        want = library_decode(res, *s.values())
+        want = plain_generate(res.target, s["prompt"], max_new_tokens=s["max_new"])
         assert tr.meta["prompt"] == s["prompt"] and tr.meta["seed"] == s["seed"]
         assert tr.text() == want.text() and tr.output_ids == want.output_ids, i
         assert ("**plain**" in stats) == s["compare"]

@@ -126,16 +126,19 @@ def test_bad_requests_are_refused(toy):
 
 
 @pytest.mark.slow
-def test_four_requests_on_the_embedded_target_equal_their_plain_decoding():
-    """The shipped DSpark-Markov on the embedded target, fp32, four requests submitted together at T = 0."""
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_four_requests_on_the_embedded_target_equal_their_plain_decoding(dtype):
+    """The shipped DSpark-Markov on the embedded target, four requests submitted together at T = 0, at fp32 and
+    bf16: the exact engine's rows have the bits of each request's own forward."""
     from conftest import embedded_target
 
     from dspark_viz.drafters import load_drafter
-    t = embedded_target("fp32", tune_paths=False)
+    t = embedded_target(dtype, tune_paths=False)
     dr = load_drafter("dspark", t)
     prompts = ["What is 17 + 25?", "Write a haiku about rain.", "Name three primary colours.",
                "Explain what a prime number is in one sentence."]
     eng = LiveEngine(t, dr)
+    assert eng.exact or dtype == "fp32", "bf16 greedy equality needs the exact engine (kernel + fused layers)"
     jobs = [eng.submit(p, max_new_tokens=40) for p in prompts]
     eng.run_until_idle()
     for j, p in zip(jobs, prompts):
@@ -160,3 +163,51 @@ def test_serve_bench_refuses_bad_loads(capsys):
     for bad in ("0,2", "x", "65"):
         assert main(["serve-bench", "--Rs", bad]) == 2
         assert "--Rs" in capsys.readouterr().err
+
+
+def test_a_round_where_no_draft_would_be_verified_drafts_nothing(toy):
+    """On a profile where one more token never pays, Algorithm 1 verifies nothing whatever the confidences, so
+    no request drafts (Policy.verifies_nothing); the text is still plain decoding's."""
+    import numpy as np
+
+    from dspark_viz.cost import SPSProfile
+    from dspark_viz.scheduler import HardwareAware
+
+    t, dr, prompts = toy
+    steep = SPSProfile("steep", [1, 2, 4, 8, 16], [100.0, 40.0, 15.0, 6.0, 2.0])
+    hw = HardwareAware()
+    rng = np.random.default_rng(0)
+    for R in (1, 2, 3, 5):
+        assert hw.verifies_nothing(R, steep)
+        conf = rng.uniform(0, 1, (R, 5)).tolist()
+        assert hw.choose(conf, steep).lengths == [0] * R           # what the shortcut assumes
+        assert hw.choose([[1.0] * 5] * R, steep).lengths == [0] * R
+    flat = SPSProfile("flat", [1, 64], [100.0, 99.0])
+    assert not hw.verifies_nothing(4, flat) and hw.choose([[1.0] * 5] * 4, flat).lengths != [0] * 4
+    assert not HardwareAware(floor_lag=1).verifies_nothing(4, steep)
+    assert not HardwareAware(early_stop=False).verifies_nothing(4, steep)
+
+    eng = LiveEngine(t, dr, max_live=3, sps=steep)
+    jobs = [eng.submit(prompt_ids=p, max_new_tokens=10) for p in prompts[:3]]
+    eng.run_until_idle()
+    for j, p in zip(jobs, prompts):
+        tr = j.result()
+        assert tr.output_ids == plain(t, p, 10)
+        assert all(r.skipped and not r.drafts for r in tr.rounds)
+        assert j.loads[0] == 3
+
+
+def test_each_request_keeps_its_own_temperature(toy):
+    """Requests at T = 0 and T = 1 in one engine: the greedy one is its plain decoding; the sampled one draws
+    from its own generator (the same seed alone and beside the greedy one gives the same law; here: it runs)."""
+    t, dr, prompts = toy
+    eng = LiveEngine(t, dr, max_live=2, temperature=1.0)
+    greedy = eng.submit(prompt_ids=prompts[0], max_new_tokens=12, temperature=0.0)
+    hot = eng.submit(prompt_ids=prompts[1], max_new_tokens=12, seed=5)
+    eng.run_until_idle()
+    assert greedy.result().output_ids == plain(t, prompts[0], 12)
+    assert greedy.trace.meta["temperature"] == 0.0 and hot.trace.meta["temperature"] == 1.0
+    assert hot.result().n_generated == 12 or hot.trace.rounds[-1].stopped
+    assert greedy.engine_throughput() > 0 and set(greedy.loads) <= {1, 2}
+    with pytest.raises(ValueError):
+        eng.submit(prompt_ids=prompts[0], temperature=-0.5)

@@ -184,3 +184,49 @@ def test_the_accelerator_path_samples_what_the_cpu_path_samples():
     for T in (0.0, 1.0):
         assert run(True, T) == run(False, T)
     ragged.forward_for(t).grouped = False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_exact_rows_are_each_sequences_own_forward(dtype, threads):
+    """The exact ragged forward (ragged_layer): random blocks of 1–8 rows from up to five sequences in one call, and
+    each sequence's block alone in a call of its own — every row's logits and features bit-identical to the target's
+    own few-token forward of that block over that sequence's cache, at 1 and 2 threads."""
+    t = embedded_target(dtype, tune_paths=False)
+    fwd = ragged.forward_for(t)
+    if not fwd.can_exact:
+        pytest.skip("the exact ragged forward needs the kernel and the fused layers here")
+    g = torch.Generator().manual_seed(7 + threads)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        texts = ["What is 17 + 25?", "Write a haiku about rain.", "Hi", "Name three colours.", "Explain gravity."]
+        prompts = [t.chat_ids(x) for x in texts]
+        caches, cache = [], fwd.cache(len(prompts), 8)
+        for s, p in enumerate(prompts):
+            own, _ = t.prefill(p)
+            cache.adopt(s, own.layers)
+            caches.append(own)
+        for _ in range(2):                                                   # two rounds of blocks
+            blocks = [torch.randint(0, t.vocab_size, (int(torch.randint(1, 9, (1,), generator=g)),),
+                                    generator=g).tolist() for _ in prompts]
+            want = [t.forward(torch.tensor([b]), c, features=True) for b, c in zip(blocks, caches)]
+            start = [c.get_seq_length() - len(b) for b, c in zip(blocks, caches)]
+            ids = torch.tensor([x for b in blocks for x in b])
+            slot = torch.cat([torch.full((len(b),), s) for s, b in enumerate(blocks)])
+            pos = torch.cat([torch.arange(p0, p0 + len(b)) for p0, b in zip(start, blocks)])
+            cache.reserve(int(pos.max()) + 1)
+            rows = torch.arange(len(ids))
+            together, feats = fwd(cache, ids, slot, pos, rows, features=t.feature_layers, exact=True)
+            o = 0
+            for s, (b, w) in enumerate(zip(blocks, want)):
+                n = len(b)
+                alone, f_alone = fwd(cache, torch.tensor(b), torch.full((n,), s), pos[o:o + n], torch.arange(n),
+                                     features=t.feature_layers, exact=True)
+                assert torch.equal(together[o:o + n].float(), w.logits[0].float()), (dtype, threads, s)
+                assert torch.equal(alone.float(), w.logits[0].float())
+                assert torch.equal(feats[o:o + n], w.features[0]) and torch.equal(f_alone, w.features[0])
+                o += n
+    finally:
+        torch.set_num_threads(before)

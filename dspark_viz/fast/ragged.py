@@ -58,6 +58,17 @@ class RaggedCache:
                 buf[i] = grown
 
 
+    def adopt(self, slot: int, layers) -> int:
+        """Copy one sequence's keys and values — per layer (1, Hk, n, D), a model/cache.py cache's ``layers`` —
+        into ``slot``'s positions 0 … n − 1. → n."""
+        n = int(layers[0].keys.shape[2])
+        self.reserve(n + 1)
+        for K, V, layer in zip(self.K, self.V, layers):
+            K[slot, :, :n] = layer.keys[0]
+            V[slot, :, :n] = layer.values[0]
+        return n
+
+
 class RaggedForward:
     """``target``'s forward over ragged batches (a Llama-family Hugging Face model behind the target wrapper)."""
 
@@ -91,6 +102,35 @@ class RaggedForward:
                     "gu": pack(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
                     "down": pack(mlp.down_proj.weight), "F": mlp.gate_proj.weight.shape[0]})
             self.head = pack(m.lm_head.weight)                                           # (V, d)
+        self._head_weight = m.lm_head.weight
+        self.exact_layers = self._exact_layers(target)
+
+    def _exact_layers(self, target) -> list[tuple] | None:
+        """Each layer's weights for ``ragged_layer`` (the few-token layers' arithmetic) where the target itself
+        decodes on the fused native layers (fast/lean.py) in a dtype the kernel takes, else None."""
+        from . import lean
+
+        m = target.model
+        if (self.ext is None or not hasattr(self.ext, "ragged_layer") or not lean.fused(m)
+                or self.dtype not in kernels.DTYPES or self.D % 16 or m.lm_head.weight.shape[1] % 8):
+            return None
+        out = []
+        for layer in m.model.layers:
+            a, mlp = layer.self_attn, layer.mlp
+            ws = (layer.input_layernorm.weight, a.q_proj.weight, a.k_proj.weight, a.v_proj.weight, a.o_proj.weight,
+                  layer.post_attention_layernorm.weight, mlp.gate_proj.weight, mlp.up_proj.weight,
+                  mlp.down_proj.weight)
+            if any(w.dtype != self.dtype or not w.is_contiguous() for w in ws):
+                return None
+            out.append((ws, float(layer.input_layernorm.variance_epsilon),
+                        float(layer.post_attention_layernorm.variance_epsilon), float(a.scaling)))
+        return out
+
+    @property
+    def can_exact(self) -> bool:
+        """Whether ``exact=True`` runs here: a row's logits and features then have the bits the target's own
+        few-token forward gives it (alone or in its own block of ≤ 8), whatever else shares the call."""
+        return self.exact_layers is not None
 
     def cache(self, slots: int, capacity: int) -> RaggedCache:
         return RaggedCache(len(self.layers), slots, self.Hk, self.D, capacity, self.dtype, self.device)
@@ -123,17 +163,24 @@ class RaggedForward:
     @torch.inference_mode()
     def __call__(self, cache: RaggedCache, ids: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor,
                  out_rows: torch.Tensor, features: list[int] | None = None,
-                 feature_rows: torch.Tensor | None = None):
+                 feature_rows: torch.Tensor | None = None, exact: bool = False):
         """ids, slot, pos (N,) int64 (CPU): each row's token, slot and position → logits (R, V) of ``out_rows``;
         with ``features`` (layer indices as the target's: 0 the embedding output, l the output of layer l − 1),
         (logits, features (R', m·d)) of ``feature_rows`` (default ``out_rows``) — the rows of transformers'
         hidden_states at those layers, concatenated.
-        Each row's key and value are written into its slot at its position; the caller keeps ``cache.length``."""
+        Each row's key and value are written into its slot at its position; the caller keeps ``cache.length``.
+        ``exact`` (where ``can_exact``): every layer as one ``ragged_layer`` call and the LM head through the
+        few-row kernel, 8 rows at a time — the target's own few-token arithmetic, row by row."""
         if int(pos.max()) >= cache.capacity:
             raise ValueError(f"position {int(pos.max())} is past the cache's capacity {cache.capacity}")
+        if exact and not self.can_exact:
+            raise ValueError("the exact ragged forward needs the native kernel and the fused layers (fast/lean.py)")
         dev, H, Hk, D = self.device, self.H, self.Hk, self.D
         x = self.embed(ids.to(dev))                                                         # (N, d)
         cos, sin = self.rotary(x[None], pos.to(dev)[None])                                  # (1, N, D) each
+        if exact:
+            return self._exact(cache, x, cos[0].contiguous(), sin[0].contiguous(), slot.contiguous(),
+                               pos.contiguous(), out_rows, features, feature_rows)
         cos, sin = cos[0, :, None, :], sin[0, :, None, :]                                   # (N, 1, D)
         slot_d, pos_d, n_keys = slot.to(dev), pos.to(dev), pos + 1
         rows_d, want, feats = out_rows.to(dev), set(features or ()), {}
@@ -155,6 +202,22 @@ class RaggedForward:
             x = x + self._linear(F.silu(g) * u, lw["down"])
         last = self._norm(self.norm, x[rows_d])                                             # (R, d)
         logits = self._linear(last, self.head)                                              # (R, V)
+        if features is None:
+            return logits
+        return logits, torch.cat([feats[li] for li in features], -1)                       # (R', m·d)
+
+
+    def _exact(self, cache, x, cos, sin, slot, pos, out_rows, features, feature_rows):
+        """``__call__``'s exact arm: x (N, d), cos / sin (N, D) → as ``__call__``."""
+        want, feats = set(features or ()), {}
+        f_rows = out_rows if feature_rows is None else feature_rows
+        for li, ((ln1, wq, wk, wv, wo, ln2, wg, wu, wd), e1, e2, scale) in enumerate(self.exact_layers):
+            if li in want:
+                feats[li] = x[f_rows]                                                       # (R', d)
+            x = self.ext.ragged_layer(x.contiguous(), ln1, e1, wq, wk, wv, cos, sin, self.H, self.Hk,
+                                      cache.K[li], cache.V[li], slot, pos, scale, wo, ln2, e2, wg, wu, wd)
+        last = self.ext.rms_norm_rows(x[out_rows].contiguous(), self.norm.weight, float(self.norm.variance_epsilon))
+        logits = kernels.linear(self.ext, last, self._head_weight)                         # (R, V), 8 rows a call
         if features is None:
             return logits
         return logits, torch.cat([feats[li] for li in features], -1)                       # (R', m·d)

@@ -10,10 +10,15 @@ every request's block [x0_r, x_{r,1..ℓ_r}], each request accepts and commits b
 goes to its own stream. A request holds one slot of the cache from its prefill to its end: its rows are written at
 its own positions, and a row attends to its slot's positions up to its own, so keys a rejection left behind (past
 the committed prefix) are never read and the next round writes over them. Requests waiting for a slot are admitted
-between rounds, their prompts prefilled in one ragged call. Each request keeps its drafter state, generator and
-Trace, so each one's output law is the target's whatever else shares the forward; at T = 0 its text is its greedy
-decoding's wherever the forward's logits are the single request's (the ragged forward's GEMM rows may differ in
-the last bits with the rows beside them: tests/test_engine.py checks greedy equality on the embedded target).
+between rounds. Each request keeps its drafter state, generator and Trace, so each one's output law is the
+target's whatever else shares the forward.
+
+Where the target decodes on the fused native layers (fast/lean.py, the default on a CPU with the kernel) the engine
+is exact: each prompt is prefilled by the target's own prefill and its keys and values copied into its slot, and the
+verification forward runs every layer as one ``ragged_layer`` call, whose rows have the bits the target's own
+few-token forward gives them. At T = 0 each request's text is then its plain decoding's token for token, at fp32
+and bf16, alone or beside others (tests/test_engine.py). Elsewhere (torch's stock layers) prompts share one ragged
+call and the forward runs on torch's GEMM, whose last bits may depend on the rows beside a row.
 
     eng = LiveEngine(target, drafter)
     job = eng.submit("What is 17 + 25?", max_new_tokens=64)
@@ -50,8 +55,8 @@ class SlotVerifier:
     ``pos[i]`` … (its anchor's position onward); ``keep`` needs nothing cut (rows past a request's committed prefix
     are never attended to and are written over)."""
 
-    def __init__(self, fwd, cache, slots: list[int], pos: list[int], layers: list[int]):
-        self.fwd, self.cache, self.slots, self.pos, self.layers = fwd, cache, slots, pos, layers
+    def __init__(self, fwd, cache, slots: list[int], pos: list[int], layers: list[int], exact: bool = False):
+        self.fwd, self.cache, self.slots, self.pos, self.layers, self.exact = fwd, cache, slots, pos, layers, exact
         self.width = 0
 
     def forward(self, blocks, features):
@@ -62,7 +67,8 @@ class SlotVerifier:
         pos = torch.cat([torch.arange(p, p + n) for p, n in zip(self.pos, lens)])
         self.cache.reserve(int(pos.max()) + 1)
         rows = torch.arange(len(ids))
-        out = self.fwd(self.cache, ids, slot, pos, rows, features=self.layers if features else None)
+        out = self.fwd(self.cache, ids, slot, pos, rows, features=self.layers if features else None,
+                       exact=self.exact)
         logits, feats = out if features else (out, None)                                   # (B, V), (B, m·d)
         off = [0, *itertools.accumulate(lens)]
         return [(logits[a:b].float(), feats[a:b] if feats is not None else None) for a, b in zip(off, off[1:])]
@@ -87,6 +93,10 @@ class Job:
     cancelled: bool = False
     t_first: float | None = None       # when its first token was drawn (perf_counter)
     t_end: float | None = None         # when it ended
+    temperature: float | None = None   # its own T (None: the engine's)
+    gate: object = None                # its speculation gate (gate.SpeculationGate) or None
+    loads: list[int] = field(default_factory=list)             # R of each of its rounds (requests in the forward)
+    engine_rounds: list = field(default_factory=list)          # the EngineRounds it took part in
     _stream: queue.Queue = field(default_factory=queue.Queue)
 
     def rounds(self, timeout: float | None = None):
@@ -98,6 +108,11 @@ class Job:
                     raise RuntimeError(self.error)
                 return
             yield r
+
+    def engine_throughput(self) -> float:
+        """Committed tokens/s of the whole engine (every request) over the rounds this request took part in."""
+        t = sum(r.seconds for r in self.engine_rounds)
+        return sum(r.committed for r in self.engine_rounds) / t if t > 0 else float("nan")
 
     def result(self, timeout: float | None = None) -> Trace:
         if not self.done.wait(timeout):
@@ -119,7 +134,8 @@ class EngineRound:
 
 class LiveEngine:
     """The loop that owns ``target`` and decodes every submitted request with ``drafter`` (None: plain decoding,
-    one token a round per request), at most ``max_live`` at once, one temperature for all."""
+    one token a round per request), at most ``max_live`` at once; ``temperature`` is each request's T unless its
+    ``submit`` gives its own."""
 
     def __init__(self, target, drafter=None, *, policy=None, sps=None, temperature: float = 0.0,
                  max_live: int = MAX_LIVE, calibration=None):
@@ -137,6 +153,7 @@ class LiveEngine:
         self.spec = Speculation(target, drafter, policy, sps if sps is not None else profile_for(target),
                                 float(temperature), calibration or None)
         self.fwd = ragged.forward_for(target)
+        self.exact = self.fwd.can_exact              # rows in the target's own few-token arithmetic (below)
         self.cache = self.fwd.cache(max_live, 256)
         self.free = list(range(max_live))
         self.waiting: deque[Job] = deque()
@@ -149,9 +166,11 @@ class LiveEngine:
 
     # -- requests ------------------------------------------------------------------------
     def submit(self, prompt: str | None = None, *, prompt_ids: list[int] | None = None, max_new_tokens: int = 128,
-               seed: int = 0, meta: dict | None = None) -> Job:
-        """Queue a request; it joins the batch at the next round with a free slot. → its Job."""
-        check_settings(max_new_tokens, self.spec.temperature)
+               seed: int = 0, meta: dict | None = None, temperature: float | None = None, gate=None) -> Job:
+        """Queue a request; it joins the batch at the next round with a free slot. → its Job. ``temperature``:
+        its own T (None: the engine's); ``gate``: its speculation gate (a SpeculationGate), None for none."""
+        T = self.spec.temperature if temperature is None else float(temperature)
+        check_settings(max_new_tokens, T)
         if prompt_ids is None:
             if prompt is None:
                 raise ValueError("give a prompt or prompt_ids")
@@ -165,12 +184,13 @@ class LiveEngine:
         dr = self.drafter
         trace = Trace(meta=dict(target=self.target.name, drafter=dr.name if dr else "plain",
                                 policy=getattr(self.spec.policy, "name", "none") if dr else "none",
-                                temperature=self.spec.temperature, seed=seed, prompt=prompt,
+                                temperature=T, seed=seed, prompt=prompt, fallback=gate is not None,
                                 device=str(self.target.device), dtype=str(self.target.dtype).replace("torch.", ""),
                                 gamma=gamma, max_new_tokens=max_new_tokens, engine=True) | dict(meta or {}),
                       prompt_ids=list(prompt_ids), first_token=-1)
         with self._lock:
-            job = Job(next(self._ids), list(prompt_ids), max_new_tokens, seed, trace, time.perf_counter())
+            job = Job(next(self._ids), list(prompt_ids), max_new_tokens, seed, trace, time.perf_counter(),
+                      temperature=T, gate=gate)
             self.waiting.append(job)
             self._lock.notify_all()
         return job
@@ -207,58 +227,80 @@ class LiveEngine:
             return []
         phase, t0 = timed(), time.perf_counter()
         verifier = SlotVerifier(self.fwd, self.cache, [j.slot for j in live], [j.req.pos for j in live],
-                                self.target.feature_layers)
+                                self.target.feature_layers, self.exact)
         try:
             rounds = speculative_round(self.spec, [j.req for j in live], verifier, phase)
         except Exception as e:                       # a round that fails ends its requests, not the engine
             for j in live:
                 self._finish(j, f"{type(e).__name__}: {e}")
             return []
+        er = EngineRound(len(live), sum(1 + r.ell for r in rounds), sum(r.n_committed for r in rounds),
+                         time.perf_counter() - t0, [r.ell for r in rounds])
+        self.history.append(er)
         out = []
         for j, r in zip(live, rounds):
             j.trace.rounds.append(r)
             j.trace.t_total = time.perf_counter() - j.submitted
+            j.loads.append(er.R)
+            j.engine_rounds.append(er)
             j._stream.put(r)
             out.append((j, r))
-        self.history.append(EngineRound(len(live), sum(1 + r.ell for r in rounds),
-                                        sum(r.n_committed for r in rounds), time.perf_counter() - t0,
-                                        [r.ell for r in rounds]))
         for j in live:
             if j.req.done:
                 self._finish(j)
         return out
 
     def _prefill(self, jobs: list[Job]) -> None:
-        """The admitted prompts in one ragged call: each prompt's rows into its slot; the last row's logits give
-        the first token, every row's features start the drafter."""
+        """The admitted prompts: the last row's logits give the first token, every row's features start the
+        drafter. Exact (``self.exact``): each prompt by the target's own prefill, its keys and values copied into
+        its slot — the bits its plain decoding starts from; else all prompts in one ragged call."""
         feats = self.drafter is not None and self.drafter.needs_features
+        t0 = time.perf_counter()
+        if self.exact:
+            for j in jobs:
+                try:
+                    cache, out = self.target.prefill(j.prompt_ids, features=feats, last_only=True)
+                    self.cache.adopt(j.slot, cache.layers)
+                except Exception as e:
+                    self._release(j, f"{type(e).__name__}: {e}")
+                    continue
+                self._begin(j, out.logits[0, -1], out.features[0] if feats else None, t0)
+            return
         lens = [len(j.prompt_ids) for j in jobs]
         ids = torch.tensor([t for j in jobs for t in j.prompt_ids])
         slot = torch.cat([torch.full((n,), j.slot) for j, n in zip(jobs, lens)])
         pos = torch.cat([torch.arange(n) for n in lens])
         ends = torch.tensor(list(itertools.accumulate(lens))) - 1
-        self.cache.reserve(max(lens) + 1)
-        t0 = time.perf_counter()
         try:
+            self.cache.reserve(max(lens) + 1)
             out = self.fwd(self.cache, ids, slot, pos, ends, features=self.target.feature_layers if feats else None,
                            feature_rows=torch.arange(len(ids)) if feats else None)
         except Exception as e:
             for j in jobs:
-                self._end(j, f"{type(e).__name__}: {e}")
+                self._release(j, f"{type(e).__name__}: {e}")
             return
         logits, f = out if feats else (out, None)
         off = [0, *itertools.accumulate(lens)]
-        T = self.spec.temperature
         for i, j in enumerate(jobs):
-            gen = torch.Generator(device=str(self.target.device)).manual_seed(j.seed)
-            x = sample(probs_from_logits(logits[i].float(), T), gen)
-            j.trace.first_token, j.trace.first_text = x, self.target.token_text(x)
-            j.trace.t_prefill = time.perf_counter() - t0
-            state = (self.drafter.begin(Context(j.prompt_ids, f[off[i]:off[i + 1]] if feats else None))
-                     if self.drafter is not None else None)
-            j.req = Request(state, x, lens[i], j.max_new_tokens - 1, gen, None, stopped=x in self.target.stop_ids)
-            j.t_first = time.perf_counter()
-            self.live.append(j)
+            self._begin(j, logits[i], f[off[i]:off[i + 1]] if feats else None, t0)
+
+    def _begin(self, j: Job, logits: torch.Tensor, feats, t0: float) -> None:
+        """A prefilled request goes live: its first token from ``logits`` (V,), its drafter state from ``feats``."""
+        gen = torch.Generator(device=str(self.target.device)).manual_seed(j.seed)
+        x = sample(probs_from_logits(logits.float(), j.temperature), gen)
+        j.trace.first_token, j.trace.first_text = x, self.target.token_text(x)
+        j.trace.t_prefill = time.perf_counter() - t0
+        state = self.drafter.begin(Context(j.prompt_ids, feats)) if self.drafter is not None else None
+        j.req = Request(state, x, len(j.prompt_ids), j.max_new_tokens - 1, gen, j.gate,
+                        stopped=x in self.target.stop_ids, temperature=j.temperature)
+        j.t_first = time.perf_counter()
+        self.live.append(j)
+
+    def _release(self, job: Job, error: str) -> None:
+        """A request that failed before going live: its slot back, its page told."""
+        with self._lock:
+            self.free.append(job.slot)
+        self._end(job, error)
 
     def _finish(self, job: Job, error: str | None = None) -> None:
         with self._lock:
@@ -269,6 +311,7 @@ class LiveEngine:
 
     def _end(self, job: Job, error: str | None = None) -> None:
         job.error, job.t_end = error, time.perf_counter()
+        job.trace.meta["loads"] = list(job.loads)
         job.trace.t_total = job.t_end - job.submitted
         job.done.set()
         job._stream.put(_END)

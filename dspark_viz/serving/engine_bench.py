@@ -71,11 +71,12 @@ def summarize(rows: list[dict], drafter_name: str, sim: dict[int, float] | None 
     return out
 
 
-def simulated(target, traces, Rs, drafter: str = "dspark", n_rounds: int = 200) -> dict[int, float]:
-    """The trace-driven simulation's throughput (tokens/s, hardware-aware) at each R on ``target``'s profile, each
-    request's drafting call costing what the profile measured for ``drafter`` (its meta.draft_s)."""
+def simulated(target, traces, Rs, drafter: str = "dspark", n_rounds: int = 200, profile=None) -> dict[int, float]:
+    """The trace-driven simulation's throughput (tokens/s, hardware-aware) at each R on ``profile`` (default
+    ``target``'s), each request's drafting call costing what the profile measured for ``drafter`` (its
+    meta.draft_s)."""
     from .simulate import sweep
-    prof = profile_for(target)
+    prof = profile if profile is not None else profile_for(target)
     draft_s = float((getattr(prof, "meta", None) or {}).get("draft_s", {}).get(drafter, 0.0))
     df = sweep(traces, ["hardware-aware"], prof, Rs=list(Rs), n_rounds=n_rounds, draft_time=draft_s)
     return {int(r.R): float(r.throughput) for r in df.itertuples()}

@@ -280,6 +280,23 @@ std::vector<torch::Tensor> qkv_impl(torch::Tensor x, torch::Tensor ln_w, double 
   return {qo, ko, vo};
 }
 
+// The layer after its attention: x += o·W_oᵀ; h = RMSNorm₂(x); x += (SiLU(h·W_gᵀ) ⊙ h·W_uᵀ)·W_dᵀ.
+// x (M, d), o (M, H·Dh) fp32 holding T values → out (M, d) at op.
+template <typename T>
+void mlp_tail(const T* x, int64_t M, int64_t d, const float* o, int64_t HD, const T* Wo, const T* ln_w, float eps,
+              const T* Wg, const T* Wu, const T* Wd, int64_t F, T* op) {
+  std::vector<float> xf(M * d), y(M * d), h(M * d), gt(M * F), up(M * F);
+  widen_into(x, xf.data(), M * d);
+  matmul<T>(o, Wo, y.data(), M, HD, d);
+  residual<T>(xf.data(), y.data(), M * d);
+  rms_norm<T>(xf.data(), ln_w, eps, h.data(), M, d);
+  matmul<T>(h.data(), {{Wg, gt.data(), F}, {Wu, up.data(), F}}, M, d);
+  silu_gate<T>(gt.data(), up.data(), M * F);
+  matmul<T>(gt.data(), Wd, y.data(), M, F, d);
+  for (int64_t i = 0; i < M * d; i += 8)                                               // residual, rounded once
+    store8(op + i, round8<T>(_mm256_add_ps(_mm256_loadu_ps(xf.data() + i), _mm256_loadu_ps(y.data() + i))));
+}
+
 // x (M, d), q (H, M, Dh); head g's S keys / values: rows of Dh at K + g·k_head / V + g·v_head → out (M, d) at op.
 template <typename T>
 void rest_core(const T* x, int64_t M, int64_t d, const T* q, int64_t H, int64_t Dh, const T* Kp, const T* Vp,
@@ -303,16 +320,7 @@ void rest_core(const T* x, int64_t M, int64_t d, const T* q, int64_t H, int64_t 
       for (int64_t j = 0; j < Dh; j += 8) _mm256_storeu_ps(dst + j, round8<T>(_mm256_loadu_ps(orow.data() + j)));
     }
   });
-  std::vector<float> xf(M * d), y(M * d), h(M * d), gt(M * F), up(M * F);
-  widen_into(x, xf.data(), M * d);
-  matmul<T>(o.data(), Wo, y.data(), M, H * Dh, d);
-  residual<T>(xf.data(), y.data(), M * d);
-  rms_norm<T>(xf.data(), ln_w, eps, h.data(), M, d);
-  matmul<T>(h.data(), {{Wg, gt.data(), F}, {Wu, up.data(), F}}, M, d);
-  silu_gate<T>(gt.data(), up.data(), M * F);
-  matmul<T>(gt.data(), Wd, y.data(), M, F, d);
-  for (int64_t i = 0; i < M * d; i += 8)                                               // residual, rounded once
-    store8(op + i, round8<T>(_mm256_add_ps(_mm256_loadu_ps(xf.data() + i), _mm256_loadu_ps(y.data() + i))));
+  mlp_tail<T>(x, M, d, o.data(), H * Dh, Wo, ln_w, eps, Wg, Wu, Wd, F, op);
 }
 
 template <typename T>
@@ -477,6 +485,90 @@ torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor K, torch::Tensor V
     ragged_attention_core<at::BFloat16>(q.data_ptr<at::BFloat16>(), N, q.size(1), q.size(2),
                                         K.data_ptr<at::BFloat16>(), V.data_ptr<at::BFloat16>(), K.size(1), K.size(2),
                                         sp, np, static_cast<float>(scale), out.data_ptr<at::BFloat16>());
+  return out;
+}
+
+// One decoder layer over a ragged batch in the few-token layers' arithmetic (fast/ragged.py, where the target runs
+// on the fused layers): rows from many sequences, row i at position pos[i] of slot slot[i]. Rows go in chunks of
+// ≤ 8 through qkv_core (each row's key and value then written into its slot at its position), every row through
+// ragged_attention_core over its slot's keys 0 … pos[i], and chunks of ≤ 8 through mlp_tail. Every product, norm
+// and reduction there is per row in an order fixed by that row (the width invariance above), so a row's output
+// has the bits layer_qkv + layer_rest give it in a forward of its own sequence, whatever else shares the call.
+// Shapes: x (N, d); cos, sin (N, Dh); K, V (slots, Hk, capacity, Dh) contiguous; slot, pos (N,) int64 → (N, d).
+namespace {
+
+template <typename T>
+void ragged_layer_core(const T* x, int64_t N, int64_t d, const T* ln1, float eps1, const T* Wq, const T* Wk,
+                       const T* Wv, const T* cosp, const T* sinp, int64_t Dh, int64_t H, int64_t Hk, T* Kp, T* Vp,
+                       int64_t cap, const int64_t* slot, const int64_t* pos, float scale, const T* Wo, const T* ln2,
+                       float eps2, const T* Wg, const T* Wu, const T* Wd, int64_t F, T* op) {
+  const int64_t per_slot = Hk * cap * Dh, HD = H * Dh;
+  std::vector<T> q(N * HD), qc(8 * HD), kc(8 * Hk * Dh), vc(8 * Hk * Dh), o(N * HD);
+  for (int64_t r0 = 0; r0 < N; r0 += 8) {
+    const int64_t M = std::min<int64_t>(8, N - r0);          // q (H, M, Dh), k, v (Hk, M, Dh)
+    qkv_core<T>(x + r0 * d, M, d, ln1, eps1, Wq, Wk, Wv, cosp + r0 * Dh, sinp + r0 * Dh, Dh, H, Hk, qc.data(),
+                kc.data(), vc.data(), M * Dh);
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t i = r0 + m;
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(q.data() + (i * H + h) * Dh, qc.data() + (h * M + m) * Dh, Dh * sizeof(T));
+      for (int64_t g = 0; g < Hk; ++g) {
+        const int64_t at = slot[i] * per_slot + (g * cap + pos[i]) * Dh;
+        std::memcpy(Kp + at, kc.data() + (g * M + m) * Dh, Dh * sizeof(T));
+        std::memcpy(Vp + at, vc.data() + (g * M + m) * Dh, Dh * sizeof(T));
+      }
+    }
+  }
+  std::vector<int64_t> n_keys(N);
+  for (int64_t i = 0; i < N; ++i) n_keys[i] = pos[i] + 1;
+  ragged_attention_core<T>(q.data(), N, H, Dh, Kp, Vp, Hk, cap, slot, n_keys.data(), scale, o.data());
+  std::vector<float> of(8 * HD);
+  for (int64_t r0 = 0; r0 < N; r0 += 8) {
+    const int64_t M = std::min<int64_t>(8, N - r0);
+    widen_into(o.data() + r0 * HD, of.data(), M * HD);
+    mlp_tail<T>(x + r0 * d, M, d, of.data(), HD, Wo, ln2, eps2, Wg, Wu, Wd, F, op + r0 * d);
+  }
+}
+
+}  // namespace
+
+torch::Tensor ragged_layer(torch::Tensor x, torch::Tensor ln1, double eps1, torch::Tensor Wq, torch::Tensor Wk,
+                           torch::Tensor Wv, torch::Tensor cos, torch::Tensor sin, int64_t H, int64_t Hk,
+                           torch::Tensor K, torch::Tensor V, torch::Tensor slot, torch::Tensor pos, double scale,
+                           torch::Tensor Wo, torch::Tensor ln2, double eps2, torch::Tensor Wg, torch::Tensor Wu,
+                           torch::Tensor Wd) {
+  const auto dt = x.scalar_type();
+  TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "ragged_layer: float32 or bfloat16");
+  check_layer_args({x, ln1, Wq, Wk, Wv, cos, sin, K, V, Wo, ln2, Wg, Wu, Wd}, dt);
+  TORCH_CHECK(x.dim() == 2 && x.size(1) % 8 == 0, "ragged_layer: x (N, d), d a multiple of 8");
+  const int64_t N = x.size(0), d = x.size(1), Dh = cos.size(1), F = Wg.size(0);
+  TORCH_CHECK(cos.dim() == 2 && cos.sizes() == sin.sizes() && cos.size(0) == N && Dh % 16 == 0,
+              "ragged_layer: cos, sin (N, Dh), Dh a multiple of 16");
+  TORCH_CHECK(K.dim() == 4 && K.sizes() == V.sizes() && K.size(1) == Hk && K.size(3) == Dh && H % Hk == 0,
+              "ragged_layer: K, V (slots, Hk, capacity, Dh)");
+  TORCH_CHECK(Wq.size(0) == H * Dh && Wk.size(0) == Hk * Dh && Wv.size(0) == Hk * Dh && Wq.size(1) == d &&
+              Wk.size(1) == d && Wv.size(1) == d && ln1.numel() == d && ln2.numel() == d && Wo.size(0) == d &&
+              Wo.size(1) == H * Dh && Wg.size(1) == d && Wu.size(0) == F && Wu.size(1) == d && Wd.size(0) == d &&
+              Wd.size(1) == F && F % 8 == 0, "ragged_layer: weight shapes do not fit x");
+  for (const auto* t : {&slot, &pos})
+    TORCH_CHECK(t->dim() == 1 && t->size(0) == N && t->scalar_type() == at::kLong && t->is_contiguous() &&
+                t->device().is_cpu(), "ragged_layer: slot and pos (N,) int64");
+  const int64_t* sp = slot.data_ptr<int64_t>();
+  const int64_t* pp = pos.data_ptr<int64_t>();
+  for (int64_t i = 0; i < N; ++i)
+    TORCH_CHECK(sp[i] >= 0 && sp[i] < K.size(0) && pp[i] >= 0 && pp[i] < K.size(2),
+                "ragged_layer: a row's slot or position is out of range");
+  auto out = torch::empty_like(x);
+  auto run = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    ragged_layer_core<T>(x.data_ptr<T>(), N, d, ln1.data_ptr<T>(), static_cast<float>(eps1), Wq.data_ptr<T>(),
+                         Wk.data_ptr<T>(), Wv.data_ptr<T>(), cos.data_ptr<T>(), sin.data_ptr<T>(), Dh, H, Hk,
+                         K.data_ptr<T>(), V.data_ptr<T>(), K.size(2), sp, pp, static_cast<float>(scale),
+                         Wo.data_ptr<T>(), ln2.data_ptr<T>(), static_cast<float>(eps2), Wg.data_ptr<T>(),
+                         Wu.data_ptr<T>(), Wd.data_ptr<T>(), F, out.data_ptr<T>());
+  };
+  if (dt == at::kFloat) run(static_cast<float*>(nullptr));
+  else run(static_cast<at::BFloat16*>(nullptr));
   return out;
 }
 

@@ -64,6 +64,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
   m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");
+  m.def("ragged_layer", &ragged_layer, "a decoder layer over rows of many sequences in the few-token layers' arithmetic");
   m.def("ragged_attention", &ragged_attention, "causal attention of rows from many sequences over their own cache slots");
   m.def("sample_icdf", &sample_icdf, "one token per row from softmax(logits / T) at the row's uniform (sample_rows.h)");
   m.def("rms_norm_rows", &rms_norm_rows, "RMSNorm over the last dimension in the fused layers' arithmetic");

@@ -1,15 +1,22 @@
-"""The Live decode tab: one request decoded round by round (a stream of LiveUpdate), then plain decoding
-of the same prompt for a tokens/s comparison.
+"""The Live decode tab: one request decoded round by round (a stream of LiveUpdate) in the app's live engine,
+beside R − 1 real background requests and every other page's, then plain decoding of the same prompt for a
+tokens/s comparison.
 
-Legend: R concurrent requests (engine load), γ block size, ℓ verification length, m accepted drafts,
-τ committed tokens per round, T temperature, N max new tokens.
+Legend: R requests sharing the verification forward (engine load), γ block size, ℓ verification length,
+m accepted drafts, τ committed tokens per round, T temperature, N max new tokens.
 
-Decoding is ``decode.generate_rounds`` / ``plain_generate``; the policy is ``background.live_policy``
-(Algorithm 1 on this request plus R − 1 recorded background requests), optionally behind the speculation gate
-(``gate.SpeculationGate``: plain steps while drafting does not pay; on by default on a CPU). The default profile is
-the measured CPU curve on a CPU target (``AppResources.live_profile``). The speed-up is against plain decoding of the
-same prompt on the same target, engine and dtype. This module checks the settings, spends a bounded share of the
-time on drawing, and writes the status, the token strip, the round chart and the stats.
+The request goes into the engine every session shares for its drafter and profile (``AppResources.engine``,
+serving/engine.py): each round all live requests draft, Algorithm 1 allocates ℓ across all of them, one ragged
+forward verifies every block. The load slider submits R − 1 background requests (prompts of the shipped
+evaluation set, named on the page) that decode beside this one until it ends; other pages' requests join the
+same forwards. Optionally each request decodes behind its own speculation gate (``gate.SpeculationGate``: plain
+steps while drafting does not pay; on by default on a CPU). A target the ragged forward does not cover decodes
+alone (``decode.generate_rounds``), the load then simulated by ``background.live_policy`` (R − 1 recorded
+confidence rows). The default profile is the measured CPU curve on a CPU target (``AppResources.live_profile``).
+The speed-up is against plain decoding of the same prompt on the same target and dtype, and the simulation
+(serving/simulate.py) gives its prediction for the same R and profile beside the engine's throughput. This
+module checks the settings, spends a bounded share of the time on drawing, and writes the status, the token
+strip, the round chart and the stats.
 """
 from __future__ import annotations
 
@@ -74,9 +81,10 @@ def live_settings(res: AppResources, prompt: str, drafter: str, temperature, max
     T = clamp(temperature, 0.0, lim.max_temperature, "temperature", notes)
     N = clamp(max_new_tokens, 1, min(lim.max_new_tokens, res.context_limit - 8), "max new tokens", notes,
               integer=True)
-    R = clamp(load, 1, lim.max_load, "engine load R", notes, integer=True)
+    R = clamp(load, 1, lim.max_live, "engine load R", notes, integer=True)
     seed = clamp(seed, 0, 2 ** 31 - 1, "seed", notes, integer=True)
-    ids, text, notice = prepare_prompt(res.target, prompt, N, res.context_limit)
+    room = res.context_limit - getattr(res.drafters[drafter], "gamma", 0) - 1    # a last round's block fits too
+    ids, text, notice = prepare_prompt(res.target, prompt, N, room)
     if notice:
         notes.append(notice)
     return LiveSettings(drafter, profile, T, N, R, seed, ids, text, notes)
@@ -100,11 +108,17 @@ def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, m
     warn = " · ".join(s.notes) or None                  # clipped settings, truncated prompt: also a toast
     head = "".join(f"\n\n⚠️ {md_escape(n)}" for n in s.notes)
     d = res.drafters[s.drafter]
-    policy = live_policy(d, s.R, res.recorded.conf_rows)
     if not getattr(d, "has_confidence", False) and s.R > 1:
         head += (f"\n\n**Note:** {md_escape(res.label(s.drafter))} has no confidence head: it verifies all "
                  f"γ = {d.gamma} drafts (fixed length), so the engine load R = {s.R} does not change its ℓ.")
     gate_on = res.fallback_default if fallback is None else bool(fallback)
+    eng = res.engine(s.drafter, s.profile)
+    if eng is not None:
+        yield from _engine_decode(res, eng, s, gate_on, head, warn, show_pruned, compare)
+        return
+    policy = live_policy(d, s.R, res.recorded.conf_rows)
+    head += (f"\n\n**Note:** {md_escape(str(res.target.name))} is not on the live engine's ragged forward: "
+             f"this request decodes alone and R − 1 = {s.R - 1} recorded requests stand in for the load.")
     try:
         gate = SpeculationGate(res.profiles[s.profile]) if gate_on else False
         rounds = generate_rounds(res.target, d, s.text, prompt_ids=s.ids, policy=policy, temperature=s.T,
@@ -120,8 +134,93 @@ def live_decode(res: AppResources, prompt: str, drafter: str, temperature=0.0, m
         yield from _finish(res, rounds.trace, drawn, policy, s, gate_on, head, show_pruned, compare)
 
 
+class JobRounds:
+    """A live-engine Job as ``_stream_rounds`` reads a decode: its Rounds as they come, and its Trace."""
+
+    def __init__(self, job):
+        self.job, self.trace = job, job.trace
+
+    def __iter__(self):
+        return self.job.rounds()
+
+
+def background_prompts(res: AppResources, n: int, seed: int, own: str) -> list[tuple[str, str]]:
+    """The n background requests' (domain, prompt): the shipped evaluation examples in turn from ``seed``,
+    the user's own prompt left out."""
+    pool = [e for e in res.examples if e[1] != own] or list(res.examples)
+    return [pool[(seed + k) % len(pool)] for k in range(n)]
+
+
+def _engine_decode(res: AppResources, eng, s: LiveSettings, gate_on: bool, head: str, warn, show_pruned: bool,
+                   compare: bool) -> Iterator[LiveUpdate]:
+    """This request and R − 1 background ones in the shared live engine; the background ones are cancelled
+    when this one ends, fails or its page goes away."""
+    gate = SpeculationGate(res.profiles[s.profile]) if gate_on else None
+    meta = {"load_R": s.R, "profile": s.profile, "app": "live"}
+    try:
+        job = eng.submit(s.text, prompt_ids=s.ids, max_new_tokens=s.N, seed=s.seed, temperature=s.T, gate=gate,
+                         meta=meta)
+    except ValueError as e:
+        yield _error(e)
+        return
+    others = []
+    try:
+        bg = background_prompts(res, s.R - 1, s.seed, s.text)
+        for k, (_dom, p) in enumerate(bg):
+            others.append(eng.submit(p, max_new_tokens=s.N, seed=s.seed + 1 + k, temperature=s.T,
+                                     meta={"app": "background"}))
+        if bg:
+            head += (f"\n\n**Load:** {len(bg)} background request{'s' if len(bg) > 1 else ''} from the evaluation "
+                     "set decode beside yours: " + "; ".join(f"{dom}: *{md_escape(p.splitlines()[0][:48])}…*"
+                                                            for dom, p in bg))
+        waiting = eng.queued
+        yield LiveUpdate(status=f"Prefill of {len(s.ids)} prompt tokens…"
+                         + (f" ({waiting} requests wait for one of the engine's {eng.max_live} slots)"
+                            if waiting > len(others) + 1 else "") + head,
+                         strip="", stats="", warning=warn, phase="start")
+        sim = _simulated(res, s, eng)
+        drawn = yield from _stream_rounds(res, JobRounds(job), eng.spec.policy, s, gate_on, head, show_pruned,
+                                          load=lambda: _load_md(job, s, sim))
+    finally:
+        for o in others:
+            eng.cancel(o)
+        if not job.done.is_set():
+            eng.cancel(job)                              # the page went away mid-decode
+    if drawn is not None:
+        spent = (job.t_end or time.perf_counter()) - job.submitted
+        yield from _finish(res, job.trace, drawn, eng.spec.policy, s, gate_on, head, show_pruned, compare,
+                           spec_s=spent, engine=_load_md(job, s, sim))
+
+
+def _simulated(res: AppResources, s: LiveSettings, eng) -> float | None:
+    """The simulation's engine throughput (tokens/s) at this R and profile, from the recorded traces (memoised);
+    None without a confidence head or recorded data."""
+    if not getattr(eng.drafter, "has_confidence", False) or res.recorded.synthetic:
+        return None
+    from ...serving.engine_bench import simulated
+    try:
+        return res.memo(("live-sim", s.profile, s.R, s.drafter), lambda: simulated(
+            res.target, res.recorded.traces, [s.R], s.drafter, n_rounds=100, profile=res.profiles[s.profile])[s.R])
+    except ValueError:
+        return None
+
+
+def _load_md(job, s: LiveSettings, sim: float | None) -> str:
+    """One line: the live R, this request's and the engine's tokens/s, the simulation's prediction."""
+    if not job.loads:
+        return ""
+    now = job.t_end or time.perf_counter()
+    own = job.trace.n_generated / max(now - job.submitted, 1e-9)
+    mean_R = sum(job.loads) / len(job.loads)
+    line = (f"**Engine:** R = {job.loads[-1]} live now (mean {fmt_num(mean_R, 1)}, max {max(job.loads)} over your "
+            f"rounds) · yours {fmt_num(own, 1)} tokens/s · engine {fmt_num(job.engine_throughput(), 1)} tokens/s")
+    if sim is not None:
+        line += f" · simulated at R = {s.R}: {fmt_num(sim, 1)} tokens/s"
+    return line
+
+
 def _stream_rounds(res: AppResources, rounds, policy, s: LiveSettings, gate_on: bool, head: str,
-                   show_pruned: bool):
+                   show_pruned: bool, load=None):
     """One LiveUpdate per decoded round; the round chart is drawn within a bounded share of the decode time
     (``Limits.chart_budget``, ``chart_ms_per_round``). → (newest chart drawn, its round), or None when decoding
     failed (said in an error update)."""
@@ -138,7 +237,9 @@ def _stream_rounds(res: AppResources, rounds, policy, s: LiveSettings, gate_on: 
                 chart = latest = chart_json(round_view(tr, -1))
                 t_chart += time.perf_counter() - t0
                 latest_i = r.index
-            yield LiveUpdate(status=_live_status(res, tr, r, policy, s.profile, s.drafter, gate_on) + head,
+            extra = load() if load is not None else ""
+            yield LiveUpdate(status=_live_status(res, tr, r, policy, s.profile, s.drafter, gate_on)
+                             + (f"\n\n{extra}" if extra else "") + head,
                              strip=token_strip_html(tr, show_pruned=bool(show_pruned), legend=False,
                                                     max_rounds=lim.stream_rounds),
                              chart=chart, round_index=r.index)
@@ -150,14 +251,16 @@ def _stream_rounds(res: AppResources, rounds, policy, s: LiveSettings, gate_on: 
 
 
 def _finish(res: AppResources, tr: Trace, drawn: tuple, policy, s: LiveSettings, gate_on: bool, head: str,
-            show_pruned: bool, compare: bool) -> Iterator[LiveUpdate]:
+            show_pruned: bool, compare: bool, spec_s: float | None = None, engine: str = "") -> Iterator[LiveUpdate]:
     """The finished trace saved as a file, the whole strip and the last round's chart; then plain decoding of
-    the same prompt for the tokens/s comparison."""
+    the same prompt for the tokens/s comparison. ``spec_s``: the decode's seconds (default: measured inside the
+    library); ``engine``: the live engine's line."""
     latest, latest_i = drawn
     path = res.workdir / f"trace-{s.drafter}-{uuid.uuid4().hex[:8]}.json"
     tr.to_json(str(path))
     _prune(res.workdir, keep=256)
-    spec_s = model_seconds(tr)
+    shared = spec_s is not None
+    spec_s = model_seconds(tr) if spec_s is None else spec_s
     if tr.rounds and latest_i != tr.rounds[-1].index:
         latest = chart_json(round_view(tr, -1))         # the last round is always drawn
     strip = token_strip_html(tr, show_pruned=bool(show_pruned), legend=False)
@@ -166,8 +269,9 @@ def _finish(res: AppResources, tr: Trace, drawn: tuple, policy, s: LiveSettings,
             f"policy `{getattr(policy, 'name', '?')}`{' + fallback' if gate_on else ''}, profile `{s.profile}`")
     # every closing update carries the whole result, so an API client's final value is complete
     final = dict(strip=strip, chart=latest, trace=tr, file=str(path))
+    stats = lambda plain: _stats_md(res, tr, spec_s, plain, s.T, s.drafter, policy, compare, shared, engine)  # noqa: E731
     yield LiveUpdate(status=done + (" · running plain decoding for comparison…" if compare else "") + head,
-                     stats=_stats_md(res, tr, spec_s, None, s.T, s.drafter, policy, compare), phase="done", **final)
+                     stats=stats(None), phase="done", **final)
     if not compare:
         return
     try:
@@ -176,9 +280,7 @@ def _finish(res: AppResources, tr: Trace, drawn: tuple, policy, s: LiveSettings,
     except Exception as e:                              # noqa: BLE001
         yield LiveUpdate(status=done + f" · plain decoding failed: {md_escape(e)}" + head, phase="final", **final)
         return
-    yield LiveUpdate(status=done + " · plain decoding done" + head,
-                     stats=_stats_md(res, tr, spec_s, plain, s.T, s.drafter, policy, compare), phase="final",
-                     **final)
+    yield LiveUpdate(status=done + " · plain decoding done" + head, stats=stats(plain), phase="final", **final)
 
 
 def _prune(folder: Path, keep: int) -> None:
@@ -211,7 +313,7 @@ def _live_status(res: AppResources, tr: Trace, r, policy, profile: str, drafter:
 
 
 def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, T: float, drafter: str, policy,
-              compare: bool = True) -> str:
+              compare: bool = True, shared: bool = False, engine: str = "") -> str:
     rows = ["| | tokens | forwards | seconds | tokens/s |", "|---|---:|---:|---:|---:|"]
     spec_tps = tr.n_generated / spec_s if spec_s > 0 else float("nan")
     rows.append(f"| **speculative** | {tr.n_generated} | {len(tr.rounds) + 1} | {spec_s:.2f} | "
@@ -224,9 +326,16 @@ def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, 
                     f"**{fmt_num(p_tps, 1)}** |")
         gain = spec_tps / p_tps
         dtype = str(getattr(res.target, "dtype", "")).replace("torch.", "")
-        lines.append(f"Speed-up: **×{fmt_num(gain)}** tokens/s over plain decoding on the same engine "
-                     f"({md_escape(str(res.target.name))}, {res.target.device}, {dtype}): the speculation gain."
-                     + ("" if gain >= 1 else " Below 1: on this machine these drafts cost more time than they save."))
+        if shared:
+            lines.append(f"Your tokens/s against plain decoding of the same prompt alone: **×{fmt_num(gain)}** "
+                         f"({md_escape(str(res.target.name))}, {res.target.device}, {dtype}). Beside other requests "
+                         "this is one user's speed in a shared engine, not the speculation gain alone: the engine's "
+                         "throughput for everyone is in the line above.")
+        else:
+            lines.append(f"Speed-up: **×{fmt_num(gain)}** tokens/s over plain decoding on the same engine "
+                         f"({md_escape(str(res.target.name))}, {res.target.device}, {dtype}): the speculation gain."
+                         + ("" if gain >= 1 else
+                            " Below 1: on this machine these drafts cost more time than they save."))
         if T == 0:
             same = plain.output_ids == tr.output_ids
             lines.append("Same text as plain decoding: " + ("✓ yes — greedy speculative decoding is lossless."
@@ -239,10 +348,16 @@ def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, 
     lines.append(f"Rounds that drafted: {_drafted_md(tr).removeprefix('drafted in ')}"
                  + (f" ({skipped} plain steps chosen by the fallback)." if tr.meta.get("fallback") else
                     " (fallback off)."))
+    if engine:
+        lines.append(engine)
+    seconds = ("Speculative seconds = wall time in the shared engine from submission to the last token (its "
+               "rounds also verified the other requests' blocks); plain seconds = decode time measured inside the "
+               "library" if shared else
+               "Seconds = decode time measured inside the library")
     lines.append(f"<small>Speculative: {md_escape(res.label(drafter))} drafts, policy "
                  f"`{getattr(policy, 'name', '?')}`{' + fallback' if tr.meta.get('fallback') else ''}. "
                  "Plain: the target alone, one token per forward, same prompt and settings. Forwards = target passes "
-                 "incl. the prefill. Seconds = decode time measured inside the library (drawing the page excluded); "
+                 f"incl. the prefill. {seconds} (drawing the page excluded); "
                  "both runs share the CPU with every other user of this app.</small>")
     return "\n".join(rows) + "\n\n" + "\n\n".join(lines)
 
@@ -252,4 +367,4 @@ def strip_view(tr: Trace | None, show_pruned: bool = True) -> str:
     return token_strip_html(tr, show_pruned=bool(show_pruned), legend=False) if tr is not None else ""
 
 
-__all__ = ["LiveSettings", "LiveUpdate", "live_decode", "live_settings", "model_seconds", "strip_view"]
+__all__ = ["JobRounds", "LiveSettings", "LiveUpdate", "background_prompts", "live_decode", "live_settings", "model_seconds", "strip_view"]

@@ -25,8 +25,11 @@ from ...datasets.synthetic import synthetic_traces
 from ...datasets.traces import bundle_name, load_traces
 from ...drafters import load_drafter
 from ...evaluation.dtype_choice import dtype_for
+from ...fast import ragged
 from ...model import target as model_target
 from ...cost import profile_for
+from ...scheduler import live_name, make_policy
+from ...serving.engine import LiveEngine
 from ...settings import assets
 from ...trace import Trace
 from ...viz import reliability_frame
@@ -53,7 +56,8 @@ RECORDING = assets("traces", bundle_name("dspark", 1.0))   # the model-free tabs
 class Limits:
     """Bounds on what a user may ask for and on the work one event may do."""
     max_new_tokens: int = 512          # slider maximum
-    max_load: int = 256                # R slider maximum
+    max_load: int = 256                # R slider maximum (the model-free tabs' simulated load)
+    max_live: int = 8                  # the live engine's requests at once (Live decode's R maximum); more queue
     max_temperature: float = 2.0
     max_prompt_tokens: int = 1536      # context used = min(model's, this + max_new_tokens): long prompts are cut
     chart_budget: float = 0.25         # live round chart: drawing takes at most this fraction of decode time …
@@ -99,6 +103,29 @@ class AppResources:
     _memo: "OrderedDict[tuple, Any]" = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _calib_lock: threading.Lock = field(default_factory=threading.Lock)
+    _engines: dict = field(default_factory=dict)
+
+    def engine(self, drafter: str, profile: str):
+        """The live engine every session shares for this drafter and profile (started on first use; serving/
+        engine.py), or None where the target is not on the ragged forward (then Live decode simulates the load)."""
+        if not ragged.supports(self.target):
+            return None
+        with self._lock:
+            eng = self._engines.get((drafter, profile))
+            if eng is None:
+                d = self.drafters[drafter]
+                policy = make_policy(live_name()) if getattr(d, "has_confidence", False) else None
+                eng = LiveEngine(self.target, d, policy=policy, sps=self.profiles[profile],
+                                 max_live=self.limits.max_live).start()
+                self._engines[(drafter, profile)] = eng
+        return eng
+
+    def close(self) -> None:
+        """Stop the live engines' threads (their requests end as cancelled)."""
+        with self._lock:
+            engines, self._engines = list(self._engines.values()), {}
+        for eng in engines:
+            eng.stop()
 
     @property
     def context_limit(self) -> int:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import gradio as gr
 
 from ...viz import legend_html
-from .components import MODEL_LIMIT, keep, plot, strip_box
+from .components import keep, plot, strip_box
 from .live import LiveUpdate, live_decode, strip_view
 from .resources import AppResources
 
 LIVE_HELP = """Every **round**: the drafter proposes γ tokens; the scheduler picks how many of them, **ℓ**, the
-target verifies. It sees your request plus **R − 1** other requests sharing the engine (the load slider) and admits
-draft tokens while the expected throughput keeps rising. The target accepts a prefix of **m** tokens and adds one
+target verifies. Your request runs in one live engine with **R − 1** real background requests (the load slider)
+and every other open page's: each round one forward verifies all their blocks, and the scheduler admits draft
+tokens across all of them while the expected throughput keeps rising. The target accepts a prefix of **m** tokens and adds one
 **bonus** token of its own. Decoding stays exact: at temperature 0 the text equals plain decoding. Drafters without
 a confidence head verify all γ drafts. The scheduler plans with this machine's measured engine profile by default
 (the GPU-like ones are synthetic). With the **fallback** on, a round whose draft would not pay for itself (judged from
@@ -62,8 +63,9 @@ def live_tab(res: AppResources, last_trace: gr.State) -> None:
                                         label="Temperature", info="0 = greedy", elem_id="temperature")
                 max_new = gr.Slider(8, lim.max_new_tokens, value=min(96, lim.max_new_tokens), step=8,
                                     label="Max new tokens", elem_id="max-new")
-            load = gr.Slider(1, lim.max_load, value=4, step=1, label="Engine load R",
-                             info="concurrent requests sharing the verify forward", elem_id="live-load")
+            load = gr.Slider(1, lim.max_live, value=4, step=1, label="Engine load R",
+                             info="yours + R − 1 background requests in the shared engine (other pages join too)",
+                             elem_id="live-load")
             profile = gr.Dropdown(res.profile_choices(), value=res.live_profile,
                                   label="Engine profile SPS(B)", elem_id="live-profile",
                                   info="the measured CPU curve by default; the others are synthetic")
@@ -88,7 +90,7 @@ def live_tab(res: AppResources, last_trace: gr.State) -> None:
     run_ev = run_btn.click(live, [prompt, drafter, temperature, max_new, load, profile, compare, seed,
                                   show_pruned, fallback],
                            [live_status, strip, round_plot, stats, trace_file, last_trace],
-                           api_name="decode", concurrency_limit=MODEL_LIMIT, concurrency_id="model",
+                           api_name="decode", concurrency_limit=lim.max_live, concurrency_id="live",
                            show_progress="minimal")
     stop_btn.click(None, None, None, cancels=[run_ev], api_visibility="private")
     show_pruned.change(live_strip, [last_trace, show_pruned], strip, api_visibility="private",

@@ -330,7 +330,7 @@ def _stats_md(res: AppResources, tr: Trace, spec_s: float, plain: Trace | None, 
             lines.append(f"Your tokens/s against plain decoding of the same prompt alone: **×{fmt_num(gain)}** "
                          f"({md_escape(str(res.target.name))}, {res.target.device}, {dtype}). Beside other requests "
                          "this is one user's speed in a shared engine, not the speculation gain alone: the engine's "
-                         "throughput for everyone is in the line above.")
+                         "throughput for everyone is on the **Engine** line.")
         else:
             lines.append(f"Speed-up: **×{fmt_num(gain)}** tokens/s over plain decoding on the same engine "
                          f"({md_escape(str(res.target.name))}, {res.target.device}, {dtype}): the speculation gain."

@@ -10,7 +10,11 @@
    gradio_client at 20 different loads (every one a cache miss), target ≤ 150 ms; then the same 20 again (memo hits).
 3. UI work per live-decoding round beyond model time: time the Gradio callback spends per round (its yields,
    drawing included) minus the round's t_draft + t_verify + t_schedule (+ t_other, the library's bookkeeping),
-   target ≤ 50 ms; plus the end-to-end overhead per round seen by a gradio_client user.
+   target ≤ 50 ms; plus the end-to-end overhead per round seen by a gradio_client user. Load R = 1: the request
+   alone in the app's engine.
+4. plain decoding's tokens/s as the app reports it (the /decode comparison run, a Gradio worker thread) against
+   ``plain_generate`` in the main thread (what the command line runs), same prompt and length, alternating,
+   three of each; target: the app within 10 % of the main thread.
 """
 from __future__ import annotations
 
@@ -82,7 +86,7 @@ def ui_per_round(demo, drafter: str, max_new: int) -> dict:
     profile = next(iter(res.profiles))
     gaps, t_last, trace = [], None, None
     t_start = time.perf_counter()
-    for out in fn(PROMPT, drafter, 0.0, max_new, 8, profile, False, 0):
+    for out in fn(PROMPT, drafter, 0.0, max_new, 1, profile, False, 0):
         now = time.perf_counter()
         status = out[0]
         if isinstance(status, str) and status.startswith("**Round"):
@@ -108,11 +112,34 @@ def end_to_end(url: str, drafter: str, max_new: int) -> dict:
 
     c = Client(url, verbose=False)
     t0 = time.perf_counter()
-    out = c.predict(PROMPT, drafter, 0.0, max_new, 8, "gpu-like", False, 0, api_name="/decode")
+    out = c.predict(PROMPT, drafter, 0.0, max_new, 1, "gpu-like", False, 0, api_name="/decode")
     wall = time.perf_counter() - t0
     tr = Trace.from_json(out[4])
     return dict(wall_s=wall, model_s=model_seconds(tr), rounds=len(tr.rounds),
                 overhead_ms_per_round=1000 * (wall - model_seconds(tr)) / max(1, len(tr.rounds)))
+
+
+def plain_app_vs_main(url: str, demo, drafter: str, max_new: int, repeats: int = 3) -> dict:
+    """Plain decoding's tokens/s in the app's comparison run (parsed from its stats table) and plain_generate's in
+    this process's main thread (the library's own seconds, prefill included, as the app measures), alternating."""
+    import re
+
+    from gradio_client import Client
+
+    from dspark_viz.decode import plain_generate
+
+    res, c = demo.dspark_resources, Client(url, verbose=False)
+    app_tps, main_tps = [], []
+    for _ in range(repeats):
+        stats = c.predict(PROMPT, drafter, 0.0, max_new, 1, "gpu-like", True, 0, api_name="/decode")[3]
+        m = re.search(r"\| \*\*plain\*\* \| (\d+) \| \d+ \| ([\d.]+) \| \*\*([\d.]+)\*\* \|", stats)
+        if m is None:
+            raise RuntimeError("no plain decoding row in the app's stats")
+        app_tps.append(float(m.group(3)))
+        tr = plain_generate(res.target, PROMPT, max_new_tokens=max_new)
+        main_tps.append(tr.n_generated / model_seconds(tr))
+    a, b = statistics.median(app_tps), statistics.median(main_tps)
+    return dict(app_tok_s=a, main_tok_s=b, ratio=a / b, app_runs=app_tps, main_runs=main_tps)
 
 
 def main(argv=None) -> dict:
@@ -194,6 +221,10 @@ def main(argv=None) -> dict:
         out["end_to_end"] = e2e
         print(f"  end to end through gradio_client: {e2e['wall_s']:.2f} s wall for {e2e['model_s']:.2f} s of model "
               f"time → {e2e['overhead_ms_per_round']:.0f} ms overhead per round")
+        plain = plain_app_vs_main(url, demo, drafter, a.max_new_tokens)
+        out["plain_app_vs_main"] = plain
+        print(f"plain decoding as the app reports it: {plain['app_tok_s']:.1f} tok/s; plain_generate in the main "
+              f"thread: {plain['main_tok_s']:.1f} tok/s → ×{plain['ratio']:.2f}  target ≥ 0.90")
     finally:
         demo.close()
     if not a.no_process:

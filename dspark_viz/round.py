@@ -13,9 +13,9 @@ The paper's loop (§3; Algorithm 1 chooses ℓ), one step per line of ``speculat
     commit     each drafter sees its committed positions; each request gets a Round and moves on
 
 What differs between one request and a batch is only the ``Verifier``: how the blocks enter the target and how the
-rejected slots leave its cache (``OneRequest`` here; the padded batch in serving/batched.py). Each request keeps its
-own generator and verdict, so its output law is the target's whatever else shares the forward. Timing is the
-caller's: ``speculative_round`` runs each step through ``phase`` (``timed`` gives the Round's t_<step> fields).
+rejected slots leave its cache (``OneRequest`` here; the live engine's ``SlotVerifier`` in serving/engine.py).
+Each request keeps its own generator and verdict, so its output law is the target's whatever else shares the
+forward. Timing is the caller's: ``speculative_round`` runs each step through ``phase`` (``timed`` gives the Round's t_<step> fields).
 """
 from __future__ import annotations
 

@@ -10,11 +10,10 @@ import json
 import platform
 from pathlib import Path
 
-from ..datasets.prompts import load_prompts
 from ..datasets.traces import bundle_name, load_traces
 from ..drafters import load_drafter
 from ..fast.tune import cpu_model_and_flags
-from ..serving.engine_bench import engine_bench, simulated, summarize
+from ..serving.engine_bench import bench_prompts, engine_bench, simulated, summarize
 from ..settings import assets
 from .common import add_target_args, load_target_from_args
 
@@ -38,8 +37,7 @@ def run_serve_bench(a: argparse.Namespace) -> None:
         raise ValueError(f"--Rs must be comma-separated request counts, got {a.Rs!r}") from e
     if not Rs or any(not 1 <= R <= 64 for R in Rs) or a.repeats < 1:
         raise ValueError(f"--Rs must lie in 1…64 and --repeats be ≥ 1 (got {a.Rs!r}, {a.repeats})")
-    recs = load_prompts(Path(a.prompts) if a.prompts else assets("prompts", "eval.jsonl"))
-    prompts = [r["turns"][0] for r in recs[::7]] or [r["turns"][0] for r in recs]
+    prompts = bench_prompts(Path(a.prompts) if a.prompts else None)
     target = load_target_from_args(a)
     drafter = load_drafter(a.drafter, target)
     rows = engine_bench(target, drafter, prompts, Rs, a.max_new_tokens, a.temperature, a.repeats)

@@ -44,8 +44,9 @@ def evaluate_drafter(target, drafter, records: list[dict], temperature: float = 
                      max_prompt_tokens: int = 1024, batch: int = 1) -> dict:
     """Decode every record with full-block verification; returns the summary and the traces.
 
-    ``batch`` > 1 decodes that many requests together (batched.py: one verify forward for all of them;
-    request i keeps seed + i, so the traces are those of the one-at-a-time loop), fewer and fuller forwards."""
+    ``batch`` > 1 decodes that many requests together (serving/batched.py on the live engine: one verify forward
+    for all of them; request i keeps seed + i, so where the engine is exact the traces' tokens are those of the
+    one-at-a-time loop), fewer and fuller forwards."""
     policy = policy or FixedLength(drafter.gamma)
     if not 1 <= batch <= 8:
         raise ValueError(f"batch must lie in 1…8, got {batch}")

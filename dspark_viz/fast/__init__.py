@@ -30,8 +30,8 @@ verified inside a block of up to 8 (tests/test_width_invariance.py), at fp32 and
 decoding then equals greedy decoding token for token. Torch's stock path (``stock_path``, ``DSPARK_SKINNY=0``,
 ``DSPARK_FUSED_LAYERS=0``, models outside the Llama family) cannot promise that: torch and its BLAS choose their
 kernels, and so their summation orders, by the number of rows, so a token may round differently inside a block
-than alone — greedy equality is then likely, not guaranteed. Prefill (> 8 tokens) and batched requests
-(serving/batched.py) are outside the promise.
+than alone — greedy equality is then likely, not guaranteed. Prefill (> 8 tokens) is outside the promise; several
+requests in one forward keep it on the live engine's exact ragged forward (fast/ragged.py, ``ragged_layer``).
 """
 from __future__ import annotations
 

@@ -207,7 +207,7 @@ class TargetModel:
                 last_only: bool = False, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, choose_path: bool = True) -> TargetOutput:
         """ids (b, n) appended after the cache's positions → TargetOutput (logits float32).
-        Batched requests (batched.py) pass attention_mask (b, cache + n) and position_ids (b, n).
+        A left-padded batch passes attention_mask (b, cache + n) and position_ids (b, n).
         Each few-token n takes the path this machine chose for it (``paths.sizes``, fast/tune.py)."""
         ids = ids.to(self.device)
         want_h = features or hidden

@@ -126,10 +126,14 @@ class Job:
 class EngineRound:
     """One engine round: how many requests shared the forward, what it verified, committed and took."""
     R: int
-    B: int
+    B: int                             # Σ (1 + ℓ_r): tokens the forward verified
     committed: int
     seconds: float
-    lengths: list[int]
+    lengths: list[int]                 # (R,) ℓ_r
+    accepted: list[int] = field(default_factory=list)         # (R,) m_r
+    width: int = 1                     # the longest block, 1 + max ℓ_r
+    t_draft: float = 0.0               # seconds catching up and drafting (all requests, one after another)
+    t_verify: float = 0.0              # seconds scheduling, in the forward and the verdicts
 
 
 class LiveEngine:
@@ -234,8 +238,11 @@ class LiveEngine:
             for j in live:
                 self._finish(j, f"{type(e).__name__}: {e}")
             return []
+        sec = phase.seconds
         er = EngineRound(len(live), sum(1 + r.ell for r in rounds), sum(r.n_committed for r in rounds),
-                         time.perf_counter() - t0, [r.ell for r in rounds])
+                         time.perf_counter() - t0, [r.ell for r in rounds], [r.accepted for r in rounds],
+                         1 + max(r.ell for r in rounds), sec.get("t_catch_up", 0.0) + sec.get("t_draft", 0.0),
+                         sec.get("t_schedule", 0.0) + sec.get("t_verify", 0.0))
         self.history.append(er)
         out = []
         for j, r in zip(live, rounds):

@@ -16,6 +16,16 @@ from ..cost import profile_for
 from .engine import LiveEngine
 
 
+def bench_prompts(path=None, every: int = 7) -> list[str]:
+    """The prompts an engine bench decodes: every ``every``-th first turn of a {"turns": [...]} JSONL file (default:
+    the shipped evaluation prompts, one domain after another)."""
+    from ..datasets.prompts import load_prompts
+    from ..settings import assets
+
+    recs = load_prompts(path or assets("prompts", "eval.jsonl"))
+    return [r["turns"][0] for r in recs[::every]] or [r["turns"][0] for r in recs]
+
+
 def run_once(target, drafter, prompts: list[str], max_new_tokens: int, temperature: float, seed: int) -> dict:
     """One engine decoding every prompt at once → its figures."""
     eng = LiveEngine(target, drafter, temperature=temperature, max_live=max(len(prompts), 1))
@@ -82,4 +92,4 @@ def simulated(target, traces, Rs, drafter: str = "dspark", n_rounds: int = 200, 
     return {int(r.R): float(r.throughput) for r in df.itertuples()}
 
 
-__all__ = ["engine_bench", "run_once", "simulated", "summarize"]
+__all__ = ["bench_prompts", "engine_bench", "run_once", "simulated", "summarize"]

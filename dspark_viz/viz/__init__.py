@@ -11,7 +11,8 @@ from .paper_compare import fig2_compare_chart, fig2_compare_frame, table1_compar
 from .render import enable_notebook_renderer, mime_bundle, save_png, save_svg, to_html, to_png, to_svg
 from .round_diagram import round_diagram, round_diagram_frame
 from .rounds import round_frame, round_view
-from .serving import admission_path_chart, budget_chart, chosen_lengths_chart, frontier_chart, sps_chart, sps_frame
+from .serving import (admission_path_chart, budget_chart, chosen_lengths_chart, engine_load_chart, frontier_chart,
+                      sps_chart, sps_frame)
 from .speed import round_cost_chart, speculation_gain_chart
 from .studies import data_chart, depth_chart, gamma_chart, study_curves_chart
 from .tokens import legend_html, strip_frame, token_strip_chart, token_strip_html
@@ -24,7 +25,7 @@ __all__ = [
     "table1_compare_frame", "table1_compare_chart", "fig2_compare_frame", "fig2_compare_chart",
     "logit_decomposition", "logit_frame",
     "reliability_diagram", "reliability_frame", "threshold_sweep_chart",
-    "sps_chart", "sps_frame", "admission_path_chart", "chosen_lengths_chart", "frontier_chart", "budget_chart",
+    "sps_chart", "sps_frame", "admission_path_chart", "chosen_lengths_chart", "engine_load_chart", "frontier_chart", "budget_chart",
     "load_budget_chart", "concurrency_chart",
     "round_cost_chart", "speculation_gain_chart", "loss_curve_chart", "loss_frame",
     "depth_chart", "gamma_chart", "data_chart", "study_curves_chart",

@@ -242,6 +242,37 @@ def budget_chart(sweep_df, width: int = 420, height: int = 240, data: str | None
                       "spends less at high load — paper Fig. 8"]))
 
 
+def engine_load_chart(summary, width: int = 420, height: int = 260, cpu: str | None = None):
+    """The live engine's measured throughput against R beside plain decoding in the same engine and the
+    simulation's prediction (serving/engine_bench.py ``summarize`` rows; log-2 x)."""
+    import altair as alt
+    import pandas as pd
+
+    rows = []
+    for r in summary:
+        rows += [{"R": r["R"], "series": "DSpark (measured)", "throughput": r["throughput"]},
+                 {"R": r["R"], "series": "plain decoding (measured)", "throughput": r["plain_throughput"]}]
+        if r.get("sim_throughput") is not None:
+            rows.append({"R": r["R"], "series": "DSpark (simulated)", "throughput": r["sim_throughput"]})
+    df = pd.DataFrame(rows)
+    series = list(dict.fromkeys(df.series))
+    colours = {"DSpark (measured)": OKABE_ITO["vermillion"], "plain decoding (measured)": OKABE_ITO["blue"],
+               "DSpark (simulated)": OKABE_ITO["grey"]}
+    base = alt.Chart(df).encode(
+        x=alt.X("R:Q", scale=alt.Scale(type="log", base=2), title="requests in the engine R (log scale)",
+                axis=alt.Axis(format="d", values=sorted({int(r["R"]) for r in summary}))),
+        y=alt.Y("throughput:Q", title="committed tokens/s, all requests"),
+        color=alt.Color("series:N", scale=alt.Scale(domain=series, range=[colours[s] for s in series]),
+                        title=None),
+        strokeDash=alt.condition("indexof(datum.series, 'simulated') >= 0", alt.value([5, 3]), alt.value([1, 0])),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("R:Q"), alt.Tooltip("throughput:Q", format=",.1f")])
+    return (base.mark_line(strokeWidth=2) + base.mark_point(filled=True, size=45)).properties(
+        width=width, height=height, title=alt.Title(
+            "The live engine under load" + (f" · {cpu}" if cpu else ""),
+            subtitle=["measured: one engine, R requests at once, one verification forward a round",
+                      "dashed: the trace-driven simulation on the engine's profile"]))
+
+
 def _policy_shape(policies: Sequence[str]):
     """Shape on the policy with the colour's field, title and domain, so the two merge into one legend."""
     import altair as alt

@@ -144,3 +144,18 @@ def test_position_decay_reaches_the_recipe_and_bad_values_are_refused(capsys, ma
     w7, w4 = position_weights(7), position_weights(7, 4.0)
     assert torch.allclose(w4 / w4.sum(), torch.exp(-torch.arange(1, 8) / 4.0) / torch.exp(-torch.arange(1, 8) / 4.0).sum())
     assert w7[0] == w4[0] == 1 and w7[-1] > w4[-1]                 # the paper's fall more slowly over the block
+
+
+def test_a_corpus_with_nothing_to_train_on_is_refused_with_the_way_out(made, tmp_path):
+    """Answers all cut at the length limit: finished-only training says so and names --unfinished, which trains
+    on them."""
+    toy, _, _, tmp = made
+    p = tmp_path / "p.jsonl"
+    p.write_text("".join(json.dumps({"turns": [w], "domain": "chat"}) + "\n" for w in ("abcab", "hgfed", "aabbc")))
+    cut = tmp_path / "cut"
+    corpus.make_answers(toy, [p], cut, token_budget=None, batch_size=3, max_new_tokens=6, temperature=1.0)
+    if corpus.summary(corpus.load_manifest(cut))["finished"]:
+        pytest.skip("a toy answer ended on the stop token within 6 tokens")
+    with pytest.raises(ValueError, match="--unfinished"):
+        CorpusFeatures(toy, cut)
+    assert len(CorpusFeatures(toy, cut, finished_only=False).seqs) == 3

@@ -36,6 +36,7 @@ SEQS=${SEQS:-32}                     # sequences per step (their features comput
 BLOCKS=${BLOCKS:-64}                 # blocks per sequence
 LR=${LR:-2e-3}
 DECAY=${DECAY:-4}                    # position weights exp(−(k−1)/DECAY) (docs/training.md, the ablation)
+UNFINISHED=${UNFINISHED:-}            # set: train on answers cut at MAX_NEW too (the dry run's short answers)
 TESTS=${TESTS:-tests/test_cuda.py tests/test_ragged.py tests/test_online.py}
 TEST_MIN=${TEST_MIN:-1.5}
 BENCH_ARGS=${BENCH_ARGS:---methods plain,hf_generate,dflash,eagle,dspark_sched --n-prompts 2 --max-new-tokens 64}
@@ -155,7 +156,7 @@ transformers.__version__, torch.cuda.is_available() and torch.cuda.get_device_na
     timed corpus-stats sh -c "for s in 1 2; do ${DV[*]} corpus stats --out $WORK/corpus-s\$s; done"
     local common=(--features online --corpus "$WORK/corpus-s1" "$WORK/corpus-s2"
                   --seqs-per-step "$SEQS" --blocks-per-seq "$BLOCKS" --lr "$LR" --position-decay "$DECAY" --compile off --ckpt-every 1000000
-                  --precision bf16)
+                  --precision bf16 ${UNFINISHED:+--unfinished})
     local cap
     cap=$("$PY" -c "print($TRAIN_MIN * 1.3)")
     timed train-dspark "${DV[@]}" train --algo dspark "${common[@]}" --n-layers "$LAYERS" --steps "$STEPS_MAX" --fit-minutes "$TRAIN_MIN" \
@@ -194,7 +195,7 @@ dry_run() {      # every stage at toy scale, here on the CPU; the limits checked
     trap 'rm -rf "$tmp"' RETURN
     export STAGE=$tmp/stage WORK=$tmp/work OUT=$tmp/out NO_WHEEL=1 NEED_CUDA=0
     export TOKENS=${DRY_TOKENS:-400} GEN_MIN=0.5 SLOTS=8 ANSWER_BATCH=8 MAX_NEW=24 LAYERS=${DRY_LAYERS:-3}
-    export TRAIN_MIN=0.2 STEPS_MAX=2 SEQS=2
+    export TRAIN_MIN=0.2 STEPS_MAX=2 SEQS=2 UNFINISHED=1     # 24-token answers seldom end on the stop token
     RUN_CACHE=$("$PY" -c 'from dspark_viz.settings import cache_dir; print(cache_dir())')   # the model and kernels
     export RUN_CACHE                                                                        # already built here
     export BLOCKS=4 TEST_MIN=2 TESTS="tests/test_ragged.py::test_accelerator_attention_is_each_rows_own_attention"

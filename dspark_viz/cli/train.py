@@ -67,6 +67,9 @@ def add_train(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--corpus", nargs="+", default=["corpus/answers"], metavar="DIR",
                     help="the corpus for --features online (default: corpus/answers); several folders train on "
                          "all their answers")
+    ap.add_argument("--unfinished", action="store_true",
+                    help="online features: train on answers cut at the corpus's length limit too (every token is "
+                         "still the target's own continuation; default: finished answers only)")
     ap.add_argument("--feature-batch", type=int, default=None,
                     help="sequences per forward of the target when features are computed online (default: 8 on "
                          "a CPU, 64 on a GPU)")
@@ -127,6 +130,7 @@ def online_store(a: argparse.Namespace, data: Path, target):
     dtype = feature_dtype()
     same = dtype == "fp32" and str(target.dtype) == "torch.float32"          # the training target serves
     store = CorpusFeatures(target if same else load_target(a.target, dtype=dtype), dirs, limit=a.max_seqs,
+                           finished_only=not getattr(a, "unfinished", False),
                            feature_batch=getattr(a, "feature_batch", None))
     fits, words = cache_fits(cache_bytes(store.target, sum(s["n"] for s in store.seqs)), data)
     why = ("it would not fit: " if not fits else "no cache built; it would fit: ") + words

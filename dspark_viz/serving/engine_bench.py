@@ -83,13 +83,19 @@ def summarize(rows: list[dict], drafter_name: str, sim: dict[int, float] | None 
 
 def simulated(target, traces, Rs, drafter: str = "dspark", n_rounds: int = 200, profile=None) -> dict[int, float]:
     """The trace-driven simulation's throughput (tokens/s, hardware-aware) at each R on ``profile`` (default
-    ``target``'s), each request's drafting call costing what the profile measured for ``drafter`` (its
-    meta.draft_s)."""
+    ``target``'s), with the engine's drafting: every request's drafting call costing what the profile measured for
+    ``drafter`` (its meta.draft_s), one after another (R calls a step), and none in a step where Algorithm 1 would
+    verify nothing (``Policy.verifies_nothing``)."""
+    from ..scheduler import HardwareAware
     from .simulate import sweep
     prof = profile if profile is not None else profile_for(target)
     draft_s = float((getattr(prof, "meta", None) or {}).get("draft_s", {}).get(drafter, 0.0))
-    df = sweep(traces, ["hardware-aware"], prof, Rs=list(Rs), n_rounds=n_rounds, draft_time=draft_s)
-    return {int(r.R): float(r.throughput) for r in df.itertuples()}
+    out = {}
+    for R in Rs:
+        step_draft = 0.0 if HardwareAware().verifies_nothing(R, prof) else R * draft_s
+        df = sweep(traces, ["hardware-aware"], prof, Rs=[R], n_rounds=n_rounds, draft_time=step_draft)
+        out[int(R)] = float(df.throughput.iloc[0])
+    return out
 
 
 __all__ = ["bench_prompts", "engine_bench", "run_once", "simulated", "summarize"]

@@ -52,6 +52,12 @@ class CorpusFeatures:
                     self.seqs.append({"id": f"corpus:{len(self.seqs)}", "n": len(p) + len(a), "prompt_len": len(p),
                                       "domain": dom, "ids": torch.tensor(p + a, dtype=torch.long),
                                       "features": self})
+        if not self.seqs:
+            what = "finished answers (ended on the stop token)" if finished_only else "answers"
+            raise ValueError(f"no {what} of at least {MIN_ANSWER} tokens that fit the target's context in "
+                             f"{', '.join(map(str, dirs))}: sample more with `dspark-viz corpus answers`"
+                             + (", or train on answers cut at the length limit too (--unfinished)" if finished_only
+                                else ""))
 
     def refresh(self) -> int:
         """New corpus shards join at the next run (the sequences are read once); nothing is added here."""

@@ -190,9 +190,9 @@ def test_the_accelerator_path_samples_what_the_cpu_path_samples():
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_exact_rows_are_each_sequences_own_forward(dtype, threads):
-    """The exact ragged forward (ragged_layer): random blocks of 1–8 rows from up to five sequences in one call, and
-    each sequence's block alone in a call of its own — every row's logits and features bit-identical to the target's
-    own few-token forward of that block over that sequence's cache, at 1 and 2 threads."""
+    """The exact ragged forward (ragged_layer): random blocks of 1–8 rows from eight sequences in one call (up to 64
+    rows), and each sequence's block alone in a call of its own — every row's logits and features bit-identical to
+    the target's own few-token forward of that block over that sequence's cache, at 1 and 2 threads."""
     t = embedded_target(dtype, tune_paths=False)
     fwd = ragged.forward_for(t)
     if not fwd.can_exact:
@@ -201,7 +201,8 @@ def test_exact_rows_are_each_sequences_own_forward(dtype, threads):
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        texts = ["What is 17 + 25?", "Write a haiku about rain.", "Hi", "Name three colours.", "Explain gravity."]
+        texts = ["What is 17 + 25?", "Write a haiku about rain.", "Hi", "Name three colours.", "Explain gravity.",
+                 "Sort [3, 1, 2].", "Translate 'cat' to French.", "Why is the sky blue?"]
         prompts = [t.chat_ids(x) for x in texts]
         caches, cache = [], fwd.cache(len(prompts), 8)
         for s, p in enumerate(prompts):

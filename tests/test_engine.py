@@ -211,3 +211,23 @@ def test_each_request_keeps_its_own_temperature(toy):
     assert greedy.engine_throughput() > 0 and set(greedy.loads) <= {1, 2}
     with pytest.raises(ValueError):
         eng.submit(prompt_ids=prompts[0], temperature=-0.5)
+
+
+def test_the_engine_profile_times_the_engines_own_forward(toy):
+    """``measure_engine_profile``: B rows as blocks of ≤ 8 from ⌈B/8⌉ sequences in one ragged call, B = 1…bmax,
+    positive steps/s that the scheduler and ``serve-bench --profile`` can use; a target the engine does not cover is
+    refused."""
+    from dspark_viz.serving.engine_bench import run_once
+    from dspark_viz.serving.measure import default_batches, engine_blocks, measure_engine_profile
+
+    assert engine_blocks(20, 8) == [8, 8, 4] and engine_blocks(16, 8) == [8, 8] and engine_blocks(3, 8) == [3]
+    t, dr, prompts = toy
+    prof = measure_engine_profile(t, bmax=20, repeats=1, ctx_len=16, text="abcabba")
+    assert prof.batch == default_batches(20) and all(s > 0 for s in prof.sps)
+    assert prof.meta["forward"] == "engine" and prof.meta["block"] == 8 and prof.name.startswith("engine-")
+    got = run_once(t, dr, ["abcab", "cabba"], 6, 0.0, 0, sps=prof)
+    assert got["max_R"] == 2 and got["tokens"] > 0
+    with pytest.raises(ValueError, match="does not cover"):
+        measure_engine_profile(object())
+    with pytest.raises(ValueError, match="block"):
+        measure_engine_profile(t, block=0)

@@ -16,7 +16,7 @@ from ..model import target as model_target
 from ..cost import cpu_profile_file
 from ..scheduler import HardwareAware
 from ..serving.batched import MAX_BATCH, batched_generate, sim_vs_real
-from ..serving.measure import measure_draft_costs, measure_profile
+from ..serving.measure import measure_draft_costs, measure_engine_profile, measure_profile
 from ..serving.simulate import SWEEP_POLICIES, headline, sweep
 from ..settings import assets
 from .common import add_target_args, load_target_from_args, set_threads
@@ -35,6 +35,8 @@ def add_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-only", action="store_true", help="only re-measure this machine's choice: the path each "
                    "few-token size takes (at --dtype, default both) and the default CPU dtype")
     p.add_argument("--no-tune", action="store_true", help="keep this machine's kept path and dtype choice")
+    p.add_argument("--engine", action="store_true", help="time the live engine's verification forward (B rows as "
+                   "blocks of 8 from ⌈B/8⌉ sequences, one ragged call) instead of one sequence's forward; needs --out")
     add_target_args(p)
 
 
@@ -59,6 +61,8 @@ def run_profile(a) -> None:
         if a.tune_only:
             return
     target = load_target_from_args(a)
+    if a.engine and (a.out is None or a.drafters_only):
+        raise ValueError("--engine measures a new table: pass --out FILE.json (and not --drafters-only)")
     if a.out is None:
         if not str(target.device).startswith("cpu"):
             raise ValueError("on a GPU pass --out FILE.json (the shipped profiles are CPU ones)")
@@ -68,7 +72,8 @@ def run_profile(a) -> None:
             raise FileNotFoundError(f"--drafters-only needs an existing profile at {a.out}: run `dspark-viz profile` first")
         prof = SPSProfile.load(a.out)
     else:
-        prof = measure_profile(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
+        measure = measure_engine_profile if a.engine else measure_profile
+        prof = measure(target, bmax=a.bmax, repeats=a.repeats, ctx_len=a.ctx_len)
         if str(target.device).startswith("cpu"):          # the memory floor the table was taken against
             bw = read_bandwidth()
             prof.meta["read_GBps"] = round(bw / 1e9, 2)

@@ -26,9 +26,11 @@ def bench_prompts(path=None, every: int = 7) -> list[str]:
     return [r["turns"][0] for r in recs[::every]] or [r["turns"][0] for r in recs]
 
 
-def run_once(target, drafter, prompts: list[str], max_new_tokens: int, temperature: float, seed: int) -> dict:
-    """One engine decoding every prompt at once → its figures."""
-    eng = LiveEngine(target, drafter, temperature=temperature, max_live=max(len(prompts), 1))
+def run_once(target, drafter, prompts: list[str], max_new_tokens: int, temperature: float, seed: int,
+             sps=None) -> dict:
+    """One engine decoding every prompt at once (scheduling on ``sps``, default the target's profile) → its
+    figures."""
+    eng = LiveEngine(target, drafter, temperature=temperature, max_live=max(len(prompts), 1), sps=sps)
     jobs = [eng.submit(p, max_new_tokens=max_new_tokens, seed=seed + i) for i, p in enumerate(prompts)]
     t0 = time.perf_counter()
     eng.run_until_idle()
@@ -43,22 +45,23 @@ def run_once(target, drafter, prompts: list[str], max_new_tokens: int, temperatu
 
 
 def engine_bench(target, drafter, prompts: list[str], Rs=(1, 2, 4, 8), max_new_tokens: int = 64,
-                 temperature: float = 0.0, repeats: int = 1, seed: int = 0, log=print) -> list[dict]:
+                 temperature: float = 0.0, repeats: int = 1, seed: int = 0, log=print, sps=None) -> list[dict]:
     """For each R and repeat: the drafter's engine and plain decoding's engine on the same R prompts, one after the
-    other (interleaved, so a busy machine slows both alike). → one row per (R, method, repeat)."""
+    other (interleaved, so a busy machine slows both alike), Algorithm 1 scheduling on ``sps`` (default the
+    target's profile). → one row per (R, method, repeat)."""
     if not prompts:
         raise ValueError("no prompts to decode")
     if any(not 1 <= R <= 64 for R in Rs):
         raise ValueError(f"R must lie in 1…64, got {list(Rs)}")
     for dr in (None, drafter):                   # warm-up, not kept: the GEMM and attention shapes of each width
-        run_once(target, dr, [prompts[i % len(prompts)] for i in range(max(Rs))], 8, temperature, seed)
+        run_once(target, dr, [prompts[i % len(prompts)] for i in range(max(Rs))], 8, temperature, seed, sps)
     rows = []
     for rep in range(repeats):
         for R in Rs:
             batch = [prompts[(rep * 7 + i) % len(prompts)] for i in range(R)]
             for method, dr in (("plain", None), (drafter.name, drafter)) if rep % 2 == 0 else \
                     ((drafter.name, drafter), ("plain", None)):
-                got = run_once(target, dr, batch, max_new_tokens, temperature, seed + 100 * rep)
+                got = run_once(target, dr, batch, max_new_tokens, temperature, seed + 100 * rep, sps)
                 rows.append({"R": R, "method": method, "repeat": rep, **got})
                 log(f"R = {R} {method:>14}: {got['throughput']:7.1f} tok/s in all, {got['per_user']:6.1f} per user "
                     f"(mean B {got['mean_B']:.1f}, R seen {got['max_R']})")

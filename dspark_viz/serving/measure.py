@@ -90,16 +90,82 @@ def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256
                 res = target.crop(cache, ctx_len)
                 cache = res if res is not None else cache
         med = [statistics.median(times[b]) for b in batches]
+    return _measured(target, batches, med, monotone, dict(ctx_len=ctx_len, repeats=repeats, warmup=warmup))
+
+
+def _measured(target, batches: list[int], med: list[float], monotone: bool, meta: dict, name: str = "measured"
+              ) -> SPSProfile:
+    """The SPS table of median step times ``med`` (seconds, per B in ``batches``), with where and how it was taken."""
+    import torch
+
     step = monotone_steps(batches, med) if monotone else np.asarray(med)  # (P,) seconds
-    return SPSProfile(f"measured-{getattr(target, 'name', 'target')}", batches, (1.0 / step).tolist(),
-                      device=str(device), meta=dict(ctx_len=ctx_len, repeats=repeats, warmup=warmup,
-                                                    monotone=monotone, raw_sps=[1.0 / t for t in med],
-                                                    torch=torch.__version__, when=time.strftime("%Y-%m-%d"),
-                                                    cpu=tune.cpu_model_and_flags()[0],
-                                                    cpu_flags=tune.cpu_model_and_flags()[1],
-                                                    threads=torch.get_num_threads(),
-                                                    dtype=str(getattr(target, "dtype", "")).replace("torch.", ""),
-                                                    paths=getattr(getattr(target, "paths", None), "choice", None)))
+    cpu, flags = tune.cpu_model_and_flags()
+    return SPSProfile(f"{name}-{getattr(target, 'name', 'target')}", batches, (1.0 / step).tolist(),
+                      device=str(getattr(target, "device", "cpu")),
+                      meta=dict(meta, monotone=monotone, raw_sps=[1.0 / t for t in med], torch=torch.__version__,
+                                when=time.strftime("%Y-%m-%d"), cpu=cpu, cpu_flags=flags,
+                                threads=torch.get_num_threads(),
+                                dtype=str(getattr(target, "dtype", "")).replace("torch.", ""),
+                                paths=getattr(getattr(target, "paths", None), "choice", None)))
+
+
+def engine_blocks(B: int, block: int) -> list[int]:
+    """B verification rows as the live engine holds them: blocks of ``block`` rows (a request's anchor and γ
+    drafts), the last one shorter. → the block lengths, one sequence each."""
+    return [block] * (B // block) + ([B % block] if B % block else [])
+
+
+def measure_engine_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256, block: int = 8,
+                           batches: Sequence[int] | None = None, warmup: int = 1, monotone: bool = True,
+                           text: str = "The quick brown fox jumps over the lazy dog. ") -> SPSProfile:
+    """Time the live engine's verification forward (serving/engine.py): B new rows as the blocks of
+    ⌈B / block⌉ sequences (``engine_blocks``), each sequence over its own ctx_len-token cache, in one ragged call
+    with the target features a drafter reads, exact where the engine is. → SPS(B): the cost curve Algorithm 1
+    schedules the engine with on this machine (``measure_profile`` times one sequence's forward instead, which on
+    a CPU leaves the fast path past 8 tokens)."""
+    import torch
+
+    from ..fast import ragged
+
+    if not ragged.supports(target):
+        raise ValueError(f"the live engine does not cover {getattr(target, 'name', 'this target')!r}")
+    if block < 1:
+        raise ValueError(f"block must be ≥ 1, got {block}")
+    batches = sorted(set(int(b) for b in (batches or default_batches(bmax))))
+    if not batches or batches[0] < 1:
+        raise ValueError("batches must be positive integers")
+    max_ctx = getattr(target, "max_context", None)
+    if isinstance(max_ctx, int) and ctx_len + block > max_ctx:
+        raise ValueError(f"ctx_len + block = {ctx_len + block} exceeds the target's context of {max_ctx} tokens")
+    ids = _profiling_ids(target, text, ctx_len + block)
+    fwd = ragged.forward_for(target)
+    slots = -(-batches[-1] // block)
+    cache = fwd.cache(slots, ctx_len + block + 1)
+    with torch.inference_mode():
+        if fwd.can_exact:                           # the engine's own prefill: the target's, adopted per slot
+            prompt, _ = target.prefill(ids[:ctx_len], last_only=True)
+            for s in range(slots):
+                cache.adopt(s, prompt.layers)
+        else:
+            fwd(cache, torch.tensor(ids[:ctx_len] * slots), torch.arange(slots).repeat_interleave(ctx_len),
+                torch.arange(ctx_len).repeat(slots), torch.tensor([ctx_len - 1]))
+        times: dict[int, list[float]] = {b: [] for b in batches}
+        for i in range(warmup + repeats):           # round-robin over B, as measure_profile
+            for b in batches:
+                lens = engine_blocks(b, block)
+                tok = torch.tensor([ids[ctx_len + k] for n in lens for k in range(n)])                  # (B,)
+                slot = torch.cat([torch.full((n,), s) for s, n in enumerate(lens)])
+                pos = torch.cat([torch.arange(ctx_len, ctx_len + n) for n in lens])
+                _sync(target.device)
+                t0 = time.perf_counter()
+                fwd(cache, tok, slot, pos, torch.arange(b), features=target.feature_layers, exact=fwd.can_exact)
+                _sync(target.device)
+                if i >= warmup:             # the rows only overwrite positions ctx_len…: no cache to crop
+                    times[b].append(time.perf_counter() - t0)
+        med = [statistics.median(times[b]) for b in batches]
+    return _measured(target, batches, med, monotone,
+                     dict(ctx_len=ctx_len, repeats=repeats, warmup=warmup, forward="engine", block=block,
+                          exact=bool(fwd.can_exact)), name="engine")
 
 
 def measure_draft_costs(target, names: Sequence[str], repeats: int = 9, ctx_len: int = 256,

@@ -120,6 +120,23 @@ def test_round_diagram_frame_walks_the_stages():
     assert context_text(t, 1) == "startw1b9"
 
 
+def test_round_diagram_credits_the_head_only_where_it_moved_the_top_token():
+    """Sampled (T > 0), a draft can leave the backbone's pick by the draw alone: the head is credited only where
+    argmax(U + B) ≠ argmax U (the recorded ``head``); without it a sampled round says it cannot tell."""
+    from dspark_viz.viz.round_diagram import head_kind
+    assert head_kind(5, None, 7, 0.0)[0] == "head changed the pick"          # greedy: x_k is argmax(U + B)
+    assert head_kind(5, None, 5, 0.0)[0] == "head kept the pick"
+    assert head_kind(5, None, 7, 1.0)[0] == "sampled off the pick"           # sampled, no head's top recorded
+    assert head_kind(5, 5, 7, 1.0)[0] == "sampled off the pick"              # B left the pick on top, the draw moved
+    assert head_kind(5, 7, 7, 1.0)[0] == "head changed the pick"
+    assert head_kind(5, 7, 9, 1.0)[0] == "head changed the pick" and "draw" in head_kind(5, 7, 9, 1.0)[1]
+    t = _trace()
+    t.meta["temperature"] = 1.0
+    kinds = viz.round_diagram_frame(t, 1)
+    assert kinds[kinds.stage_i == 2].kind.tolist() == ["head kept the pick", "sampled off the pick",
+                                                      "head kept the pick", "head kept the pick"]
+
+
 def test_round_diagram_shows_a_shorter_schedule_only_where_the_recording_tells():
     t = _trace()
     df = viz.round_diagram_frame(t, 1, ell=3)                                 # m = 2 < 3: the same round

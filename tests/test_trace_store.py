@@ -54,9 +54,9 @@ def test_round_trip_keeps_outcomes_exactly_and_floats_to_four_digits(toy_traces,
         assert fn(back) == fn(toy_traces)
 
 
-def test_compact_diag_keeps_the_backbone_pick_and_margin():
-    d = {"ids": [5, 9, 2], "U": [1.0, 3.5, 3.0], "B": [0.0, 0.0, 0.0], "chosen": 9}
-    assert compact_diag(d) == {"backbone": 9, "margin": 0.5}
+def test_compact_diag_keeps_the_backbone_pick_margin_and_the_heads_top():
+    d = {"ids": [5, 9, 2], "U": [1.0, 3.5, 3.0], "B": [3.0, 0.0, 0.0], "chosen": 9}    # ids run by U + B
+    assert compact_diag(d) == {"backbone": 9, "margin": 0.5, "head": 5}
     assert compact_diag({"ngram": 3}) == {"ngram": 3}
     assert compact_diag(None) is None and compact_diag({}) is None
 

@@ -31,16 +31,18 @@ MAX_BUNDLE_BYTES = 64 * 2 ** 20          # compressed size refused above this (a
 
 
 def compact_diag(diag: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A slot's chart data reduced to the backbone's pick and margin (neural) or the n-gram length (lookup)."""
+    """A slot's chart data reduced to the backbone's pick and margin and the head's top token (neural) or the
+    n-gram length (lookup)."""
     if not diag:
         return None
     if "U" in diag and "ids" in diag and diag["U"]:
         order = sorted(range(len(diag["U"])), key=lambda i: -diag["U"][i])
         margin = diag["U"][order[0]] - diag["U"][order[1]] if len(order) > 1 else None
-        return {"backbone": int(diag["ids"][order[0]]), "margin": margin}
+        return {"backbone": int(diag["ids"][order[0]]), "margin": margin,      # argmax U among the top ids
+                "head": int(diag["ids"][0])}                                  # argmax (U + B): ids run by U + B
     if "ngram" in diag:
         return {"ngram": diag["ngram"]}
-    return {k: v for k, v in diag.items() if k in ("backbone", "margin")} or None
+    return {k: v for k, v in diag.items() if k in ("backbone", "margin", "head")} or None
 
 
 def _strip(tr: Trace, vocab: dict[str, str], digits: int) -> dict[str, Any]:

@@ -27,6 +27,7 @@ KIND_COLORS = {
     "backbone pick": "#d6eaf8",
     "head kept the pick": "#fbf0d9",
     "head changed the pick": "#f2c46b",
+    "sampled off the pick": "#f7dcae",
     "confidence": "#ffffff",
     "kept": "#dff2ea",
     "dropped": "#ead3e3",
@@ -81,6 +82,24 @@ def scheduled_statuses(r: Round, ell: int | None = None) -> tuple[int, list[str]
     return ell, [d.status if d.k <= ell else "pruned" for d in ds]
 
 
+
+def head_kind(pick: int, head: int | None, token: int, temperature: float) -> tuple[str, str]:
+    """What moved slot k's draft x_k off the backbone's pick argmax U_k: the head's bias B_k only where
+    argmax(U_k + B_k) ≠ argmax U_k. Greedy (T = 0) the draft is argmax(U_k + B_k) itself; sampled, a draw can land
+    off either pick by chance, and without the head's own top token (``head``, recorded since the traces kept it)
+    the diagram cannot tell which. → (box kind, tooltip words)."""
+    if head is None and temperature == 0:
+        head = token
+    if head is not None and int(head) != pick:
+        drawn = "" if token == int(head) else f", and the T = {temperature:g} draw moved x_k off the head's top too"
+        return "head changed the pick", "B_k moved the top token off the backbone's pick" + drawn
+    if token == pick:
+        return "head kept the pick", "the backbone's pick" + ("" if head is None else ", B_k left it in place")
+    if head is not None:
+        return "sampled off the pick", f"B_k left the backbone's pick on top; the T = {temperature:g} draw moved x_k"
+    return "sampled off the pick", (f"off the backbone's pick: at T = {temperature:g} the draw alone can do that, and "
+                                    "this recording does not hold the head's own top token")
+
 def round_diagram_frame(trace: Trace, round_index: int, ell: int | None = None,
                         texts: Mapping[int, str] | Callable[[int], str] | None = None):
     """One row per box of the diagram: stage (row), col (x0, k = 1 … γ, bonus), the box's text, its kind and a
@@ -92,6 +111,7 @@ def round_diagram_frame(trace: Trace, round_index: int, ell: int | None = None,
     if not r.drafts:
         raise ValueError(f"round {round_index} drafted nothing (a plain step): there is no block to draw")
     ds = sorted(r.drafts, key=lambda d: d.k)
+    temperature = float(trace.meta.get("temperature") or 0.0)
     ell_shown, statuses = scheduled_statuses(r, ell)
     known = _known_texts(trace)
     gamma = len(ds)
@@ -114,11 +134,8 @@ def round_diagram_frame(trace: Trace, round_index: int, ell: int | None = None,
             box(1, col, display_token(_text_of(int(pick), texts, known), 10), "backbone pick",
                 f"the backbone's own top token at slot {d.k} (U_k alone)"
                 + (f"; margin U1 − U2 = {diag['margin']:.2f}" if diag.get("margin") is not None else ""))
-            changed = int(pick) != d.token
-            box(2, col, drafted, "head changed the pick" if changed else "head kept the pick",
-                f"drafted x_{d.k}: " + ("B_k moved the choice off the backbone's pick" if changed
-                                        else "the backbone's pick, B_k left it in place")
-                + f"; p_draft = {d.p_draft:.3f}")
+            kind, why = head_kind(int(pick), diag.get("head"), d.token, temperature)
+            box(2, col, drafted, kind, f"drafted x_{d.k}: {why}; p_draft = {d.p_draft:.3f}")
         else:
             box(2, col, drafted, "head kept the pick", f"drafted x_{d.k}; p_draft = {d.p_draft:.3f}")
         c = d.confidence_cal if d.confidence_cal is not None else d.confidence

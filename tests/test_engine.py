@@ -231,3 +231,23 @@ def test_the_engine_profile_times_the_engines_own_forward(toy):
         measure_engine_profile(object())
     with pytest.raises(ValueError, match="block"):
         measure_engine_profile(t, block=0)
+
+
+def test_a_request_without_diagnostics_drafts_the_same_tokens(toy):
+    """``submit(diagnostics=False)``: the request's drafts skip the chart-only per-slot top-k (no ``diag`` in its
+    rounds) and are otherwise the same drafts, so its text and every round's verdicts equal a charted twin's."""
+    t, dr, prompts = toy
+
+    def alone(**kw):                   # each in an engine of its own: Algorithm 1 allocates ℓ across a round
+        eng = LiveEngine(t, dr, temperature=1.0, max_live=1)
+        job = eng.submit(prompt_ids=prompts[1], max_new_tokens=16, seed=3, **kw)
+        eng.run_until_idle()
+        return job.result()
+
+    ta, tb = alone(), alone(diagnostics=False)
+    assert ta.output_ids == tb.output_ids
+    assert [(r.ell, r.accepted) for r in ta.rounds] == [(r.ell, r.accepted) for r in tb.rounds]
+    drafted_a = [d for r in ta.rounds for d in r.drafts]
+    drafted_b = [d for r in tb.rounds for d in r.drafts]
+    assert drafted_a and all(d.diag for d in drafted_a) and not any(d.diag for d in drafted_b)
+    assert [d.token for d in drafted_a] == [d.token for d in drafted_b]

@@ -101,6 +101,11 @@ class HybridDrafter(Drafter):
         idx.extend(list(ctx.prompt_ids))
         return {"neural": self.neural.begin(ctx), "lookup": idx}
 
+    def quiet(self, state) -> None:
+        """The neural drafter's chart diagnostics off for this request (NeuralDrafter.quiet)."""
+        if hasattr(self.neural, "quiet"):
+            self.neural.quiet(state["neural"])
+
     def skip(self, state, anchor, anchor_pos) -> None:
         state["lookup"].extend([anchor])              # as in propose; the neural state learns it in commit
 

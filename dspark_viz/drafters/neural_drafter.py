@@ -22,6 +22,7 @@ from ..protocol import Context, Draft, Drafter
 
 MERGE_ROWS = 8                          # positions per merged extension (the few-row kernels' widths)
 PENDING = "pending_commits"             # the state's key for commits not yet extended
+QUIET = "no_diagnostics"                # the state's key: this request's drafts skip the chart diagnostics
 
 
 class NeuralDrafter(Drafter):
@@ -41,11 +42,15 @@ class NeuralDrafter(Drafter):
     def propose(self, state, anchor, anchor_pos, temperature, generator) -> Draft:
         self.catch_up(state)
         toks, p, conf, diags = self.model.propose(state, anchor, anchor_pos, temperature, generator,
-                                                  diag=self.diagnostics)
+                                                  diag=self.diagnostics and not state.get(QUIET, False))
         if diags:
             for dg in diags:
                 dg["tokens"] = [self.target.token_text(i) for i in dg["ids"]]
         return Draft(tokens=toks, p_draft=p, confidence=conf, diag=diags, source="neural")
+
+    def quiet(self, state) -> None:
+        """This request's drafts skip the per-slot chart diagnostics (the same drafts; a request nobody charts)."""
+        state[QUIET] = True
 
     def commit(self, state, tokens, features) -> None:
         if getattr(self.model, "merges_extends", False) and features is not None:

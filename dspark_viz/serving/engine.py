@@ -95,6 +95,7 @@ class Job:
     t_end: float | None = None         # when it ended
     temperature: float | None = None   # its own T (None: the engine's)
     gate: object = None                # its speculation gate (gate.SpeculationGate) or None
+    diagnostics: bool = True           # False: its drafts skip the chart diagnostics (Drafter.quiet)
     loads: list[int] = field(default_factory=list)             # R of each of its rounds (requests in the forward)
     engine_rounds: list = field(default_factory=list)          # the EngineRounds it took part in
     _stream: queue.Queue = field(default_factory=queue.Queue)
@@ -170,9 +171,12 @@ class LiveEngine:
 
     # -- requests ------------------------------------------------------------------------
     def submit(self, prompt: str | None = None, *, prompt_ids: list[int] | None = None, max_new_tokens: int = 128,
-               seed: int = 0, meta: dict | None = None, temperature: float | None = None, gate=None) -> Job:
+               seed: int = 0, meta: dict | None = None, temperature: float | None = None, gate=None,
+               diagnostics: bool = True) -> Job:
         """Queue a request; it joins the batch at the next round with a free slot. → its Job. ``temperature``:
-        its own T (None: the engine's); ``gate``: its speculation gate (a SpeculationGate), None for none."""
+        its own T (None: the engine's); ``gate``: its speculation gate (a SpeculationGate), None for none;
+        ``diagnostics=False``: its drafts skip the chart-only per-slot diagnostics (the same drafts, less work: a
+        background or benchmark request nobody charts)."""
         T = self.spec.temperature if temperature is None else float(temperature)
         check_settings(max_new_tokens, T)
         if prompt_ids is None:
@@ -194,7 +198,7 @@ class LiveEngine:
                       prompt_ids=list(prompt_ids), first_token=-1)
         with self._lock:
             job = Job(next(self._ids), list(prompt_ids), max_new_tokens, seed, trace, time.perf_counter(),
-                      temperature=T, gate=gate)
+                      temperature=T, gate=gate, diagnostics=diagnostics)
             self.waiting.append(job)
             self._lock.notify_all()
         return job
@@ -298,6 +302,8 @@ class LiveEngine:
         j.trace.first_token, j.trace.first_text = x, self.target.token_text(x)
         j.trace.t_prefill = time.perf_counter() - t0
         state = self.drafter.begin(Context(j.prompt_ids, feats)) if self.drafter is not None else None
+        if state is not None and not j.diagnostics and hasattr(self.drafter, "quiet"):
+            self.drafter.quiet(state)
         j.req = Request(state, x, len(j.prompt_ids), j.max_new_tokens - 1, gen, j.gate,
                         stopped=x in self.target.stop_ids, temperature=j.temperature)
         j.t_first = time.perf_counter()

@@ -31,7 +31,8 @@ def run_once(target, drafter, prompts: list[str], max_new_tokens: int, temperatu
     """One engine decoding every prompt at once (scheduling on ``sps``, default the target's profile) → its
     figures."""
     eng = LiveEngine(target, drafter, temperature=temperature, max_live=max(len(prompts), 1), sps=sps)
-    jobs = [eng.submit(p, max_new_tokens=max_new_tokens, seed=seed + i) for i, p in enumerate(prompts)]
+    jobs = [eng.submit(p, max_new_tokens=max_new_tokens, seed=seed + i, diagnostics=False)     # as `bench`: no
+            for i, p in enumerate(prompts)]                                                     # chart top-k
     t0 = time.perf_counter()
     eng.run_until_idle()
     wall = time.perf_counter() - t0

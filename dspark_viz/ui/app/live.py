@@ -168,7 +168,7 @@ def _engine_decode(res: AppResources, eng, s: LiveSettings, gate_on: bool, head:
         bg = background_prompts(res, s.R - 1, s.seed, s.text)
         for k, (_dom, p) in enumerate(bg):
             others.append(eng.submit(p, max_new_tokens=s.N, seed=s.seed + 1 + k, temperature=s.T,
-                                     meta={"app": "background"}))
+                                     meta={"app": "background"}, diagnostics=False))    # nobody charts them
         if bg:
             head += (f"\n\n**Load:** {len(bg)} background request{'s' if len(bg) > 1 else ''} from the evaluation "
                      "set decode beside yours: " + "; ".join(f"{dom}: *{md_escape(p.splitlines()[0][:48])}…*"

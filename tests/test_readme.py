@@ -232,3 +232,16 @@ def test_readme_python_example_runs(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     tau = re.search(r"tau = ([0-9.]+)", r.stdout)
     assert tau and 1.0 <= float(tau.group(1)) <= 8.0, r.stdout
+
+
+def test_readme_notebook_minutes_are_the_stored_run_times():
+    """The README's minutes per notebook are the run times tools/run_notebooks.py stored in each notebook (the
+    same numbers as notebooks/README.md's table), not typed."""
+    import json
+
+    rows = re.findall(r"^\| `(\d\d_\w+)` \|.*\| ([^|]*) \|$", section(TEXT, "The notebooks"), flags=re.M)
+    assert rows
+    for stem, shown in rows:
+        meta = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))["metadata"]
+        secs = meta.get("dspark_viz", {}).get("seconds")
+        assert secs is not None and shown == f"{secs / 60:.1f}", (stem, shown, secs)

@@ -7,10 +7,14 @@ Each notebook runs in a fresh kernel from notebooks/ (as nbval runs it), one thr
 or OMP_NUM_THREADS says otherwise. Its first code cell after the setup prints the machine (``course_stamp``), so
 the stored outputs say where they were computed; the notebook's metadata keeps the same facts and the seconds it
 took. The table between the ``run-times`` markers of notebooks/README.md is rewritten from every notebook's
-metadata: run time, whether it loads the model, and the machine. Run it on a quiet machine.
+metadata: run time, whether it loads the model, and the machine; the minutes column of the README's table of
+notebooks comes from the same metadata (``readme_minutes``), so the two never disagree. Run it on a quiet machine.
+
+    .venv/bin/python tools/run_notebooks.py --tables        # rewrite both tables from the stored metadata only
 """
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -21,6 +25,7 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 README = NB_DIR / "README.md"
+TOP_README = ROOT / "README.md"
 BEGIN, END = "<!-- run-times:begin -->", "<!-- run-times:end -->"
 
 
@@ -60,9 +65,28 @@ def write_table() -> None:
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     README.write_text(f"{head}{BEGIN}\n{table()}\n{END}{tail}", encoding="utf-8")
+    TOP_README.write_text(readme_minutes(TOP_README.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+def minutes(path: Path) -> str | None:
+    """A notebook's stored run time in minutes, one decimal (None: never run by this tool)."""
+    secs = nbformat.read(path, as_version=4).metadata.get("dspark_viz", {}).get("seconds")
+    return None if secs is None else f"{secs / 60:.1f}"
+
+
+def readme_minutes(text: str) -> str:
+    """``text`` (the top README) with the last column of each notebook row, | `NN_name` | … | minutes |, set to the
+    notebook's stored run time."""
+    def row(m: re.Match) -> str:
+        got = minutes(NB_DIR / f"{m.group(2)}.ipynb")
+        return m.group(0) if got is None else f"{m.group('head')}{got} |"
+    return re.sub(r"^(?P<head>\| `(\d\d_\w+)` \|.*\| )[^|]*\|$", row, text, flags=re.M)
 
 
 def main(argv: list[str]) -> None:
+    if argv == ["--tables"]:
+        write_table()
+        return
     paths = sorted(NB_DIR.glob("0*.ipynb"))
     if argv:
         paths = [p for p in paths if any(p.name.startswith(a) for a in argv)]

@@ -349,7 +349,7 @@ register_policy("threshold", StaticThreshold, "static threshold on c_k or a_k (t
 register_policy("hardware-aware", HardwareAware, "hardware-aware, Algorithm 1", sweep=True, colour="vermillion",
                 live=True)
 register_policy("hardware-aware+floor", lambda **k: HardwareAware(**{"floor_lag": 2, **k}),
-                "hardware-aware with a stale floor (floor_lag=2)", sweep=True, colour="sky")
+                "hardware-aware with a stale floor (floor_lag=2; beyond the paper)", sweep=True, colour="sky")
 register_policy("async-global", AsyncGlobal, "async global top-K, §5.2 (lag=…)", sweep=True, colour="purple")
 register_policy("retrospective", lambda **k: HardwareAware(early_stop=False, **k),
                 "retrospective search, appendix A (not lossless)", colour="yellow")

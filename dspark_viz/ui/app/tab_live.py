@@ -71,7 +71,7 @@ def live_tab(res: AppResources, last_trace: gr.State) -> None:
                                   info="the measured CPU curve by default; the others are synthetic")
             fallback = gr.Checkbox(res.fallback_default, elem_id="live-fallback",
                                    label="Fallback: decode plainly while drafting does not pay",
-                                   info="decided from earlier rounds' measured times: still lossless")
+                                   info="beyond the paper: decided from earlier rounds' measured times, still lossless")
             with gr.Row():
                 compare = gr.Checkbox(True, label="Then run plain decoding to compare tokens/s")
                 seed = gr.Number(0, label="Seed", precision=0, minimum=0)

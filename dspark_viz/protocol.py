@@ -58,6 +58,10 @@ class Drafter:
         """A round without a draft (``propose`` is not called): a drafter that learns the anchor in ``propose``
         learns it here; ``commit`` follows as for any round."""
 
+    def quiet(self, state: Any) -> None:
+        """This request's drafts need no chart diagnostics (nobody charts it): a drafter that gathers them skips
+        them from now on; its drafts stay the same."""
+
     def catch_up(self, state: Any) -> None:
         """Bring ``state`` up to date with every commit so far. A drafter that takes its commits lazily (a neural
         drafter extends its context at the next proposal, drafters/neural_drafter.py) does that work here, and in

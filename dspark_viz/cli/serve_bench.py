@@ -11,9 +11,9 @@ import platform
 from pathlib import Path
 
 from ..datasets.traces import bundle_name, load_traces
+from ..cost import named_profile, profile_for
 from ..drafters import load_drafter
 from ..fast.tune import cpu_model_and_flags
-from ..cost import named_profile, profile_for
 from ..serving.engine_bench import bench_prompts, engine_bench, simulated, summarize
 from ..serving.measure import measure_draft_costs, measure_engine_profile
 from ..settings import assets
@@ -52,7 +52,6 @@ def bench_profile(target, how: str, drafter_name: str, out: str | None = None):
         prof.save(out)
     print("  " + "  ".join(f"B={b}: {1000 / v:.1f} ms" for b, v in zip(prof.batch, prof.sps) if b in (1, 4, 8, 16, 32, 64)))
     return prof, "engine"
-
 
 
 def run_serve_bench(a: argparse.Namespace) -> None:

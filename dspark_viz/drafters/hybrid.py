@@ -103,8 +103,7 @@ class HybridDrafter(Drafter):
 
     def quiet(self, state) -> None:
         """The neural drafter's chart diagnostics off for this request (NeuralDrafter.quiet)."""
-        if hasattr(self.neural, "quiet"):
-            self.neural.quiet(state["neural"])
+        self.neural.quiet(state["neural"])
 
     def skip(self, state, anchor, anchor_pos) -> None:
         state["lookup"].extend([anchor])              # as in propose; the neural state learns it in commit

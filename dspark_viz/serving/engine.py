@@ -302,7 +302,7 @@ class LiveEngine:
         j.trace.first_token, j.trace.first_text = x, self.target.token_text(x)
         j.trace.t_prefill = time.perf_counter() - t0
         state = self.drafter.begin(Context(j.prompt_ids, feats)) if self.drafter is not None else None
-        if state is not None and not j.diagnostics and hasattr(self.drafter, "quiet"):
+        if state is not None and not j.diagnostics:
             self.drafter.quiet(state)
         j.req = Request(state, x, len(j.prompt_ids), j.max_new_tokens - 1, gen, j.gate,
                         stopped=x in self.target.stop_ids, temperature=j.temperature)

@@ -53,6 +53,32 @@ def _profiling_ids(target, text: str, n: int) -> list[int]:
     return (ids * (n // len(ids) + 1))[:n]
 
 
+def batch_sizes(bmax: int, batches: Sequence[int] | None = None) -> list[int]:
+    """The forward sizes a profile times: ``batches`` (default ``default_batches(bmax)``), sorted, each ≥ 1."""
+    out = sorted(set(int(b) for b in (batches or default_batches(bmax))))
+    if not out or out[0] < 1:
+        raise ValueError("batches must be positive integers")
+    return out
+
+
+def round_robin(batches: list[int], warmup: int, repeats: int, device, forward, after=None) -> list[float]:
+    """Median seconds of ``forward(B)`` per B, timed round-robin over B (a slow spell of a shared machine lands on
+    every B alike instead of bending the curve), ``warmup`` untimed passes first; ``after(B)`` runs untimed after
+    each call (a cache crop)."""
+    times: dict[int, list[float]] = {b: [] for b in batches}
+    for i in range(warmup + repeats):
+        for b in batches:
+            _sync(device)
+            t0 = time.perf_counter()
+            forward(b)
+            _sync(device)
+            if i >= warmup:
+                times[b].append(time.perf_counter() - t0)
+            if after is not None:
+                after(b)
+    return [statistics.median(times[b]) for b in batches]
+
+
 def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256,
                     batches: Sequence[int] | None = None, warmup: int = 1, monotone: bool = True,
                     text: str = "The quick brown fox jumps over the lazy dog. ") -> SPSProfile:
@@ -65,31 +91,24 @@ def measure_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: int = 256
     """
     import torch
 
-    batches = sorted(set(int(b) for b in (batches or default_batches(bmax))))
-    if not batches or batches[0] < 1:
-        raise ValueError("batches must be positive integers")
+    batches = batch_sizes(bmax, batches)
     need = ctx_len + batches[-1]
     max_ctx = getattr(target, "max_context", None)
     if isinstance(max_ctx, int) and need > max_ctx:
         raise ValueError(f"ctx_len + bmax = {need} exceeds the target's context of {max_ctx} tokens")
     ids = _profiling_ids(target, text, need)
-    device = getattr(target, "device", "cpu")
-    cache = target.new_cache()
+    held = [target.new_cache()]                     # the cache (crop may return a new one)
+
+    def forward(b):
+        target.forward(torch.tensor([ids[ctx_len: ctx_len + b]], dtype=torch.long), held[0])    # (1, B)
+
+    def crop(b):
+        res = target.crop(held[0], ctx_len)
+        held[0] = res if res is not None else held[0]
+
     with torch.inference_mode():
-        target.forward(torch.tensor([ids[:ctx_len]], dtype=torch.long), cache)   # prefill (1, ctx_len)
-        times: dict[int, list[float]] = {b: [] for b in batches}
-        for i in range(warmup + repeats):           # round-robin over B: a slow spell of a shared machine
-            for b in batches:                       # lands on every B alike instead of bending the curve
-                block = torch.tensor([ids[ctx_len: ctx_len + b]], dtype=torch.long)    # (1, B)
-                _sync(device)
-                t0 = time.perf_counter()
-                target.forward(block, cache)
-                _sync(device)
-                if i >= warmup:
-                    times[b].append(time.perf_counter() - t0)
-                res = target.crop(cache, ctx_len)
-                cache = res if res is not None else cache
-        med = [statistics.median(times[b]) for b in batches]
+        target.forward(torch.tensor([ids[:ctx_len]], dtype=torch.long), held[0])   # prefill (1, ctx_len)
+        med = round_robin(batches, warmup, repeats, getattr(target, "device", "cpu"), forward, after=crop)
     return _measured(target, batches, med, monotone, dict(ctx_len=ctx_len, repeats=repeats, warmup=warmup))
 
 
@@ -131,9 +150,7 @@ def measure_engine_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: in
         raise ValueError(f"the live engine does not cover {getattr(target, 'name', 'this target')!r}")
     if block < 1:
         raise ValueError(f"block must be ≥ 1, got {block}")
-    batches = sorted(set(int(b) for b in (batches or default_batches(bmax))))
-    if not batches or batches[0] < 1:
-        raise ValueError("batches must be positive integers")
+    batches = batch_sizes(bmax, batches)
     max_ctx = getattr(target, "max_context", None)
     if isinstance(max_ctx, int) and ctx_len + block > max_ctx:
         raise ValueError(f"ctx_len + block = {ctx_len + block} exceeds the target's context of {max_ctx} tokens")
@@ -141,6 +158,14 @@ def measure_engine_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: in
     fwd = ragged.forward_for(target)
     slots = -(-batches[-1] // block)
     cache = fwd.cache(slots, ctx_len + block + 1)
+
+    def forward(b):                                 # the rows only overwrite positions ctx_len…: no cache to crop
+        lens = engine_blocks(b, block)
+        tok = torch.tensor([ids[ctx_len + k] for n in lens for k in range(n)])                  # (B,)
+        slot = torch.cat([torch.full((n,), s) for s, n in enumerate(lens)])
+        pos = torch.cat([torch.arange(ctx_len, ctx_len + n) for n in lens])
+        fwd(cache, tok, slot, pos, torch.arange(b), features=target.feature_layers, exact=fwd.can_exact)
+
     with torch.inference_mode():
         if fwd.can_exact:                           # the engine's own prefill: the target's, adopted per slot
             prompt, _ = target.prefill(ids[:ctx_len], last_only=True)
@@ -149,20 +174,7 @@ def measure_engine_profile(target, bmax: int = 64, repeats: int = 5, ctx_len: in
         else:
             fwd(cache, torch.tensor(ids[:ctx_len] * slots), torch.arange(slots).repeat_interleave(ctx_len),
                 torch.arange(ctx_len).repeat(slots), torch.tensor([ctx_len - 1]))
-        times: dict[int, list[float]] = {b: [] for b in batches}
-        for i in range(warmup + repeats):           # round-robin over B, as measure_profile
-            for b in batches:
-                lens = engine_blocks(b, block)
-                tok = torch.tensor([ids[ctx_len + k] for n in lens for k in range(n)])                  # (B,)
-                slot = torch.cat([torch.full((n,), s) for s, n in enumerate(lens)])
-                pos = torch.cat([torch.arange(ctx_len, ctx_len + n) for n in lens])
-                _sync(target.device)
-                t0 = time.perf_counter()
-                fwd(cache, tok, slot, pos, torch.arange(b), features=target.feature_layers, exact=fwd.can_exact)
-                _sync(target.device)
-                if i >= warmup:             # the rows only overwrite positions ctx_len…: no cache to crop
-                    times[b].append(time.perf_counter() - t0)
-        med = [statistics.median(times[b]) for b in batches]
+        med = round_robin(batches, warmup, repeats, target.device, forward)
     return _measured(target, batches, med, monotone,
                      dict(ctx_len=ctx_len, repeats=repeats, warmup=warmup, forward="engine", block=block,
                           exact=bool(fwd.can_exact)), name="engine")

@@ -101,6 +101,37 @@ def answer_seed(seed: int, key: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{key}:answer".encode()).digest()[:8], "little")
 
 
+def open_manifest(out: Path, settings: dict) -> dict:
+    """The corpus manifest in ``out`` to add shards to (a new one if there is none); a corpus made with other
+    sampling settings is refused, naming them."""
+    man = load_manifest(out)
+    if man is not None and man["settings"] != settings:
+        diff = sorted(k for k in settings if man["settings"].get(k) != settings[k])
+        raise ValueError(f"{out} holds a corpus made with other settings ({', '.join(diff)}): "
+                         "use another --out or the same settings")
+    return man or {"settings": settings, "domains": list(DOMAINS), "shards": []}
+
+
+def write_shard(path: Path, target, rows: list[dict], prompts: list[list[int]], answers: list[list[int]],
+                dt) -> dict:
+    """One shard of answers (their prompt records ``rows``, prompt and answer ids, stored as ``dt``) written
+    atomically to ``path`` → its manifest entry without the timing (file, n, finished, tokens, dtype)."""
+    fin = np.array([bool(a) and a[-1] in target.stop_ids for a in answers])
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(
+        tmp, prompt=np.concatenate([np.asarray(p, dt) for p in prompts]),
+        answer=np.concatenate([np.asarray(a, dt) for a in answers]),
+        prompt_len=np.array([len(p) for p in prompts], np.int32),
+        answer_len=np.array([len(a) for a in answers], np.int32), finished=fin,
+        domain=np.array([DOMAINS.index(r["domain"]) if r.get("domain") in DOMAINS
+                         else DOMAINS.index("mixed") for r in rows], np.uint8),
+        key=np.array([r["key"] for r in rows], np.uint64))
+    tmp.replace(path)
+    return {"file": path.name, "n": len(answers), "finished": int(fin.sum()),
+            "finished_tokens": int(sum(len(a) for a, f in zip(answers, fin) if f)),
+            "answer_tokens": int(sum(map(len, answers))), "dtype": str(target.dtype).replace("torch.", "")}
+
+
 def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, token_budget: int | None,
                  batch_size: int = 128, temperature: float = 0.7, max_new_tokens: int = 384,
                  seed: int = 0, shuffle: bool = True, max_shards: int | None = None, slots: int = 64,
@@ -119,12 +150,7 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
     settings = {"target": target.name, "vocab_hash": target.vocab_hash, "temperature": temperature,
                 "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "max_new_tokens": max_new_tokens,
                 "batch_size": batch_size, "seed": seed, "shuffle": shuffle}
-    man = load_manifest(out)
-    if man is not None and man["settings"] != settings:
-        diff = sorted(k for k in settings if man["settings"].get(k) != settings[k])
-        raise ValueError(f"{out} holds a corpus made with other settings ({', '.join(diff)}): "
-                         "use another --out or the same settings")
-    man = man or {"settings": settings, "domains": list(DOMAINS), "shards": []}
+    man = open_manifest(out, settings)
     done = answered_keys(out, man)
     recs = [r for r in prompt_order(files, seed, shuffle) if r["key"] not in done]
     man.setdefault("runs", []).append({"prompt_files": [{"name": f.name, "sha256": _sha256(f)} for f in files],
@@ -155,27 +181,11 @@ def make_answers(target, prompt_files: list[str | Path], out_dir: str | Path, to
         if not batch:
             break
         answered += len(batch)
-        rows = [by_key[k] for k, _ in batch]
-        prompts = [prompt_of.pop(k) for k, _ in batch]
-        answers = [a for _, a in batch]
-        fin = np.array([bool(a) and a[-1] in target.stop_ids for a in answers])
-        name = f"shard_{s:05d}.npz"
-        tmp = out / (name + ".tmp.npz")
-        np.savez_compressed(
-            tmp, prompt=np.concatenate([np.asarray(p, dt) for p in prompts]),
-            answer=np.concatenate([np.asarray(a, dt) for a in answers]),
-            prompt_len=np.array([len(p) for p in prompts], np.int32),
-            answer_len=np.array([len(a) for a in answers], np.int32), finished=fin,
-            domain=np.array([DOMAINS.index(r["domain"]) if r.get("domain") in DOMAINS
-                             else DOMAINS.index("mixed") for r in rows], np.uint8),
-            key=np.array([r["key"] for r in rows], np.uint64))
-        tmp.replace(out / name)
-        fin_tok = int(sum(len(a) for a, f in zip(answers, fin) if f))
-        man["shards"].append({"file": name, "n": len(batch), "finished": int(fin.sum()),
-                              "finished_tokens": fin_tok, "answer_tokens": int(sum(map(len, answers))),
-                              "seconds": round(secs, 1), "dtype": str(target.dtype).replace("torch.", ""),
-                              "slots": slots})
+        entry = write_shard(out / f"shard_{s:05d}.npz", target, [by_key[k] for k, _ in batch],
+                            [prompt_of.pop(k) for k, _ in batch], [a for _, a in batch], dt)
+        man["shards"].append(entry | {"seconds": round(secs, 1), "slots": slots})
         _write_json(out / "manifest.json", man)
+        fin_tok = entry["finished_tokens"]
         done_tokens += fin_tok
         bar.update(min(fin_tok, max(token_budget - bar.n, 0)) if token_budget else len(batch))
         s += 1

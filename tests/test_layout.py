@@ -96,7 +96,7 @@ def _within(mod: str, *prefixes: str) -> bool:
 P = "dspark_viz."
 CORE = tuple(P + m for m in ("settings", "records", "trace", "sampling", "protocol", "cost", "scheduler",
                              "gate", "background", "calibration", "metrics", "exact", "round", "decode", "paper",
-                             "registry", "memo", "threads"))
+                             "registry", "memo", "threads", "markov_toy"))
 MODEL = (P + "model", P + "fast")
 DRAFTERS = (P + "drafters",)
 DATA_IO = (P + "datasets",)

@@ -171,3 +171,28 @@ def test_calibration_explorer_toggles():
     assert len(shown(ce.out)["hconcat"]) == 4
     with pytest.raises(ValueError):
         ce.set_position(9)
+
+
+def _static(obj) -> tuple[bytes, str]:
+    import base64
+
+    b = obj._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in b                # the live panel, where a kernel runs it
+    return base64.b64decode(b["image/png"]), b["text/plain"]
+
+
+def test_panels_display_with_a_static_picture(panel):
+    """Where no kernel runs the widgets (GitHub, nbviewer, an export) each panel shows a PNG of its charts and a line
+    of text, not "VBox(children=…)"."""
+    png, text = _static(SchedulerPlayground(SYNTHETIC_BACKGROUND, R=8))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and text.startswith("SchedulerPlayground: R = 8 requests")
+    rng = np.random.default_rng(1)
+    conf = rng.beta(5, 2, size=(200, 4))
+    m = (rng.random((200, 4)) < conf).cumprod(axis=1).sum(axis=1)
+    png, text = _static(CalibrationExplorer(conf, m, n_bins=5))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and text == "CalibrationExplorer: STS on, every position, 200 rounds"
+    b = panel._repr_mimebundle_()
+    assert "image/png" not in b and b["text/plain"].startswith("DecodePanel:")   # nothing drawn before a round
+    panel.step()
+    png, text = _static(panel)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and "1 rounds" in text and "<" not in text

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import bench, corpus, evaluate, export, generate, record, serve_bench, serving, setup, train
+from . import bench, corpus, evaluate, export, generate, record, reproduces, serve_bench, serving, setup, train
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                          record.add_record, record.run_record),
     "calibrate": Subcommand("fit Sequential Temperature Scaling and report ECE / AUROC",
                             evaluate.add_calibrate, evaluate.run_calibrate),
+    "reproduces": Subcommand("which of the paper's effects the recorded data reproduce, with intervals",
+                             reproduces.add_reproduces, reproduces.run_reproduces),
     "profile": Subcommand("measure the target's steps/s for B = 1…Bmax tokens per forward",
                           serving.add_profile, serving.run_profile),
     "simulate": Subcommand("trace-driven serving simulation of every policy",

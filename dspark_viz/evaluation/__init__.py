@@ -12,5 +12,7 @@ Legend: γ block size, ℓ verification length, τ mean committed tokens per rou
 - ``calibration_checks`` the events behind each calibration statistic, the AUROC's standard error, STS's objective
                      per position and temperatures at the grid's ends (notebook 03);
 - ``round_timing``   a round's parts timed on this machine: the draft, the verify at each ℓ, a plain step;
-- ``speculation_gain`` the paper's Eq. 1 per ℓ: expected committed tokens against a round's time (notebook 07).
+- ``speculation_gain`` the paper's Eq. 1 per ℓ: expected committed tokens against a round's time (notebook 07);
+- ``reproduces``     which of the paper's effects the recorded data reproduce: one table with intervals and
+                     verdicts (``dspark-viz reproduces``, the README, every notebook).
 """

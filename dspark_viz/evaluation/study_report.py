@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .. import registry
+from ..paper import figs34
+from ..serving.seeds import interval
+from .reproduction import paired_bootstrap
 
 LABEL = registry.field_map("label")      # algo → printed name, from the one table of drafters
 # a recipe variant's setting → (the suffix of its cell name, its words in labels)
@@ -42,9 +46,18 @@ def load_latency(folder: str | Path) -> dict | None:
     return json.loads(p.read_text()) if p.is_file() else None
 
 
+def _prompt_interval(cell: dict) -> tuple[float, float, float]:
+    """(mean, lo, hi): the mean over the cell's prompts of their τ and its 95 % t-interval (nan without them)."""
+    taus = [r["tau"] for r in cell.get("per_prompt") or []]
+    if len(taus) < 2:
+        return (float("nan"),) * 3
+    iv = interval(taus)
+    return iv.mean, iv.lo, iv.hi
+
+
 def cells_frame(cells: list[dict]) -> pd.DataFrame:
     """One row per cell: algo, label, layers, gamma, max_seqs, data_tokens, steps, tau, acc1, tau_est (last
-    checkpoint), minutes."""
+    checkpoint), minutes; tau_prompts with tau_lo / tau_hi: the mean of the per-prompt τ and its 95 % interval."""
     rows = []
     for c in cells:
         curve = c.get("val_curve") or [{}]
@@ -54,6 +67,7 @@ def cells_frame(cells: list[dict]) -> pd.DataFrame:
                          variant=",".join(f"{k}={x}" for k, x in sorted((c.get("variant") or {}).items())),
                          gamma=c["gamma"], max_seqs=c["max_seqs"], data_tokens=tr.get("data_tokens"),
                          steps=c["steps"], tau=c["tau"], acc1=acc[0], tau_est=curve[-1].get("tau_est"),
+                         **dict(zip(("tau_prompts", "tau_lo", "tau_hi"), _prompt_interval(c))),
                          minutes=tr.get("minutes"), n_prompts=c.get("n_prompts"),
                          temperature=c.get("temperature"), max_new_tokens=c.get("max_new_tokens")))
     return pd.DataFrame(rows)
@@ -92,6 +106,26 @@ def study_frame(cells: list[dict], study: str) -> pd.DataFrame:
         df = df[df.steps == df.steps.mode().iloc[0]]
         df = df[df.max_seqs == df.max_seqs.mode().iloc[0]]
     return df.sort_values(["algo", "layers", "gamma", "max_seqs"]).reset_index(drop=True)
+
+
+def gain_frame(cells: list[dict], over: str = "dflash") -> pd.DataFrame:
+    """DSpark-Markov's τ ÷ ``over``'s at each γ of the block-size study (paired bootstrap over the prompts, as the
+    reproduction table) beside the paper's printed gains of Fig. 4 (per domain, 5 layers): one row per (γ, source)
+    with gain, lo, hi (lo = hi = gain for the paper's printed values)."""
+    gam = study_frame(cells, "gamma")
+    by = {c["name"]: c for c in cells}
+    rows = []
+    for g in sorted(set(gam.gamma)) if len(gam) else []:
+        pair = [gam[(gam.algo == a) & (gam.gamma == g)] for a in ("dspark", over)]
+        if any(p.empty for p in pair):
+            continue
+        a, b = (np.array([r["tau"] for r in by[p.name.iloc[0]]["per_prompt"]]) for p in pair)
+        est, lo, hi = paired_bootstrap(lambda i: a[i].mean() / b[i].mean(), len(a))
+        rows.append(dict(gamma=int(g), source=f"here (D = {int(pair[0].layers.iloc[0])})", gain=est, lo=lo, hi=hi))
+    for dom, by_len in figs34.FIG4_GAIN_PRINTED.items():
+        for length, v in by_len.items():
+            rows.append(dict(gamma=length - 1, source=f"paper, {dom} (D = 5)", gain=1 + v, lo=1 + v, hi=1 + v))
+    return pd.DataFrame(rows, columns=["gamma", "source", "gain", "lo", "hi"])
 
 
 def curves_frame(cells: list[dict]) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from .rounds import round_frame, round_view
 from .serving import (admission_path_chart, budget_chart, chosen_lengths_chart, engine_load_chart, frontier_chart,
                       sps_chart, sps_frame)
 from .speed import round_cost_chart, speculation_gain_chart
-from .studies import data_chart, depth_chart, gamma_chart, study_curves_chart
+from .studies import data_chart, depth_chart, gain_chart, gamma_chart, study_curves_chart
 from .tokens import legend_html, strip_frame, token_strip_chart, token_strip_html
 from .training import loss_curve_chart, loss_frame
 
@@ -28,6 +28,6 @@ __all__ = [
     "sps_chart", "sps_frame", "admission_path_chart", "chosen_lengths_chart", "engine_load_chart", "frontier_chart", "budget_chart",
     "load_budget_chart", "concurrency_chart",
     "round_cost_chart", "speculation_gain_chart", "loss_curve_chart", "loss_frame",
-    "depth_chart", "gamma_chart", "data_chart", "study_curves_chart",
+    "depth_chart", "gamma_chart", "gain_chart", "data_chart", "study_curves_chart",
     "to_svg", "to_png", "save_png", "save_svg", "to_html", "mime_bundle", "enable_notebook_renderer",
 ]

@@ -210,7 +210,7 @@ def frontier_chart(sweep_df, width: int = 420, height: int = 280, data: str | No
                                                                          title="mean ℓ"),
                  alt.Tooltip("tau:Q", format=".2f", title="τ")],
     )
-    lines = base.mark_line(strokeWidth=2)
+    lines = base.mark_line(strokeWidth=2).encode(strokeDash=_policy_dash(policies))
     points = base.mark_point(filled=True, size=40).encode(shape=_policy_shape(policies))
     lab = "hardware-aware" if "hardware-aware" in policies else (policies[0] if policies else "")
     labels = base.transform_filter(f"datum.policy == '{_esc(lab)}'") \
@@ -235,8 +235,8 @@ def budget_chart(sweep_df, width: int = 420, height: int = 240, data: str | None
         tooltip=[alt.Tooltip("policy:N"), alt.Tooltip("R:Q"), alt.Tooltip("mean_budget:Q", format=".2f",
                                                                          title="mean ℓ")],
     )
-    return (base.mark_line(strokeWidth=2) + base.mark_point(filled=True, size=40).encode(
-        shape=_policy_shape(policies))).properties(width=width, height=height, title=alt.Title(
+    return (base.mark_line(strokeWidth=2).encode(strokeDash=_policy_dash(policies)) + base.mark_point(
+        filled=True, size=40).encode(shape=_policy_shape(policies))).properties(width=width, height=height, title=alt.Title(
             "Verification budget shrinks as the engine fills up" + (f" · {data}" if data else ""),
             subtitle=["fixed policies keep ℓ constant; the hardware-aware scheduler",
                       "spends less at high load — paper Fig. 8"]))
@@ -278,6 +278,19 @@ def _policy_shape(policies: Sequence[str]):
     import altair as alt
 
     return alt.Shape("policy:N", title="policy", scale=alt.Scale(domain=list(policies)))
+
+
+# line dashes of the policies that can run on top of each other (Algorithm 1 and its variants): a dashed curve on a
+# solid one stays visible where the two coincide
+POLICY_DASH = {"async-global": [7, 4], "hardware-aware+floor": [2, 3], "oracle": [1, 3]}
+
+
+def _policy_dash(policies: Sequence[str]):
+    """Stroke dash on the policy (solid unless POLICY_DASH names one), merged into the colour's legend."""
+    import altair as alt
+
+    return alt.StrokeDash("policy:N", title="policy", scale=alt.Scale(
+        domain=list(policies), range=[POLICY_DASH.get(p, [1, 0]) for p in policies]))
 
 
 def _esc(s: str) -> str:

@@ -9,6 +9,7 @@ from ...cost import SPSProfile
 from ...scheduler import Schedule
 from ..inputs import check_confidences, split_confidences
 from ..schedule import knee_profile, playground_requests, playground_schedule
+from .panel_kit import panel_bundle, plain
 from .panel_kit import profile_dict as _profile_dict
 from .panel_kit import show as _show
 from .panel_kit import widgets_module as _w
@@ -82,6 +83,10 @@ class SchedulerPlayground:
                               f"Θ = {s.theta_best:,.0f} tokens/s (start Θ0 = {s.info.get('theta0', float('nan')):,.0f})"
                               f" · profile {html.escape(prof.name)}")
         return s
+
+    def _repr_mimebundle_(self, **kwargs):
+        return panel_bundle(self.widget, [self.lengths_chart, self.path_chart],
+                            "SchedulerPlayground: " + plain(self.summary.value), **kwargs)
 
     def _edit(self, text: str) -> None:
         try:

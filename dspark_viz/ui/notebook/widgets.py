@@ -4,7 +4,8 @@ No math lives here: decoding is ``decode.generate_rounds``, scheduling ``schedul
 calibration ``calibration.fit_sts`` / ``calibration_report``, pictures ``dspark_viz.viz``, engine load
 ``background.live_policy``. ipywidgets is imported lazily (only when a panel is built).
 
-Every panel exposes ``.widget`` (the root container to display) and plain methods (``step``, ``run``,
+Every panel displays as its widget (``.widget``, the root container) with a static PNG of its charts and a line of
+text beside it, for readers without a kernel (``panel_kit.panel_bundle``), and exposes plain methods (``step``, ``run``,
 ``set_load``, ``set_profile``, ``set_sts``, ``set_position``) that work without a display, so notebooks,
 tests and scripts drive them the same way. Charts are shown through an Output widget holding the
 Vega-Lite v5 mime bundle (``viz.mime_bundle``), which JupyterLab renders offline; the last chart of each
@@ -23,6 +24,7 @@ from ... import calibration as cal
 from ... import metrics, viz
 from ...background import SYNTHETIC_BACKGROUND, LoadedPolicy, live_policy
 from ...decode import generate_rounds
+from .panel_kit import panel_bundle, plain
 from .panel_kit import profile_dict as _profile_dict
 from .panel_kit import show as _show
 from .panel_kit import widgets_module as _w
@@ -143,6 +145,10 @@ class DecodePanel:
             n += 1
         return n
 
+    def _repr_mimebundle_(self, **kwargs):
+        return panel_bundle(self.widget, [self.round_chart, self.schedule_chart],
+                            "DecodePanel: " + (plain(self.status.value) or "not started"), **kwargs)
+
     # -- drawing --------------------------------------------------------------------------------------
     def _render(self) -> None:
         tr = self.trace
@@ -202,6 +208,12 @@ class CalibrationExplorer:
         _show(self.out, self.chart)
         self.table.value = self._table(on)
         return self.chart
+
+    def _repr_mimebundle_(self, **kwargs):
+        k = int(self.position.value)
+        return panel_bundle(self.widget, [self.chart], f"CalibrationExplorer: STS {'on' if self.sts.value else 'off'}"
+                            f", {'position ' + str(k) if k else 'every position'}, {sum(self.report['n'][:1])} rounds",
+                            **kwargs)
 
     def set_sts(self, on: bool):
         if self.sts.value == bool(on):

@@ -114,3 +114,13 @@ def test_cli_writes_only_between_markers(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert run.returncode == 2 and "markers" in run.stderr and f.read_text() == "no markers here\n"
     assert rp.with_table(f"a\n{rp.BEGIN}\nold\n{rp.END}\nb", "new") == f"a\n{rp.BEGIN}\nnew\n{rp.END}\nb"
+
+
+def test_the_compared_drafters_share_one_budget():
+    """The table compares only drafters trained alike: same data, steps and recipe (their cards)."""
+    from dspark_viz.drafters.neural import ASSETS, SHIPPED
+
+    cards = [json.loads((ASSETS / f"{SHIPPED[n]}.json").read_text())["train"] for n in rp.EQUAL_BUDGET]
+    keys = ("steps", "data_tokens", "data_sequences")
+    assert all({k: c[k] for k in keys} == {k: cards[0][k] for k in keys} for c in cards)
+    assert all(c["recipe"] == cards[0]["recipe"] for c in cards) and not any(c.get("warm_start") for c in cards)

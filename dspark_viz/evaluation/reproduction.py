@@ -111,8 +111,8 @@ BEGIN, END = "<!-- reproduces:begin -->", "<!-- reproduces:end -->"
 
 
 def reproduction_markdown(effects: Sequence[Effect]) -> str:
-    """The README's table: | where | effect | paper | here (95 % interval) | verdict |."""
-    lines = ["| | effect | paper | here (95 % interval) | verdict |", "|---|---|---|---|---|"]
+    """The README's table: | where | effect | paper | here (interval) | verdict |."""
+    lines = ["| | effect | paper | here (interval) | verdict |", "|---|---|---|---|---|"]
     for e in effects:
         lines.append(f"| {e.where} | {e.short} | {e.paper_short} | {e.ours} | {e.verdict} |")
     return "\n".join(lines)

@@ -11,6 +11,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .. import metrics
+
 VERDICTS = ("reproduced", "not resolved at this budget", "reversed")
 NO_DATA = "no data in this installation"
 B_RESAMPLES, SEED = 2000, 0
@@ -88,14 +90,11 @@ class RequestCounts:
 
 
 def request_counts(traces, gamma: int) -> RequestCounts:
-    rows = []
-    for t in traces:
-        rs = [r for r in t.rounds if r.drafts]
-        rows.append((len(rs), sum(r.n_committed for r in rs),
-                     [sum(r.accepted >= k - 1 and r.ell >= k for r in rs) for k in range(1, gamma + 1)],
-                     [sum(r.accepted >= k for r in rs) for k in range(1, gamma + 1)]))
-    n, c, a, s = zip(*rows)
-    return RequestCounts(np.array(n), np.array(c), np.array(a), np.array(s))
+    """Each trace's drafted rounds, their committed tokens and ``metrics.acceptance_counts`` per slot."""
+    per = [metrics.acceptance_counts(t, gamma) for t in traces]
+    committed = [sum(r.n_committed for r in t.rounds if r.drafts) for t in traces]
+    return RequestCounts(np.array([c["rounds"][0] for c in per]), np.array(committed),
+                         np.array([c["at_risk"] for c in per]), np.array([c["accepted"] for c in per]))
 
 
 # -- the table -----------------------------------------------------------------------------------------------------

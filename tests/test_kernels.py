@@ -84,8 +84,8 @@ def test_bf16_matches_fp32_sums_rounded_once(ext, isa, rows, inner, outer):
 
 def test_rejects_what_it_cannot_do(ext):
     w = torch.randn(16, 32)
-    with pytest.raises(RuntimeError, match="1..8 rows"):
-        ext.skinny_linear(torch.randn(9, 32), w)
+    with pytest.raises(RuntimeError, match="1..64 rows"):
+        ext.skinny_linear(torch.randn(65, 32), w)
     with pytest.raises(RuntimeError, match="inner sizes"):
         ext.skinny_linear(torch.randn(2, 31), w)
     with pytest.raises(RuntimeError, match="float32 or bfloat16"):
@@ -117,7 +117,7 @@ def test_patched_linear_keeps_stock_path_where_kernel_does_not_apply(ext):
         one = torch.randn(1, 1, 64)                              # one token: the kernel too (a decode step)
         assert kernels.applies(one, lin.weight)
         torch.testing.assert_close(lin(one), ref(one), rtol=1e-5, atol=1e-5)
-        many = torch.randn(1, 12, 64)                            # 12 > MAX_ROWS rows: stock
+        many = torch.randn(1, 70, 64)                            # 70 > MAX_ROWS rows: stock
         assert torch.equal(lin(many), ref(many))
         three = torch.randn(1, 3, 64)                            # 3 rows: the kernel
         assert kernels.applies(three, lin.weight)
@@ -137,10 +137,9 @@ def test_patched_linear_keeps_stock_path_where_kernel_does_not_apply(ext):
 
 @pytest.mark.parametrize("ext_or_none", ["kernel", None])
 def test_wide_bf16_products_widen_exactly(monkeypatch, request, ext_or_none):
-    """bf16, > 8 rows, on a CPU without native bf16 GEMM: bf16 operands, fp32 sums, one rounding to bf16 —
-    what a bf16 GEMM computes, up to summation order. With the kernel, up to CHUNKED_MAX rows run as kernel
-    blocks of ≤ 8 rows; beyond (or without the kernel) as one fp32 GEMM of the widened operands. One row,
-    2–8 rows, fp32 and autograd keep their own paths."""
+    """bf16, > 64 rows, on a CPU without native bf16 GEMM: bf16 operands, fp32 sums, one rounding to bf16 —
+    what a bf16 GEMM computes, up to summation order: one fp32 GEMM of the widened operands. 1–64 rows take the
+    kernel (or stock without it); fp32 and autograd keep their own paths."""
     monkeypatch.setattr(kernels, "native_bf16_gemm", lambda: False)
     ext = request.getfixturevalue("ext") if ext_or_none == "kernel" else None
     torch.manual_seed(1)
@@ -150,27 +149,26 @@ def test_wide_bf16_products_widen_exactly(monkeypatch, request, ext_or_none):
     assert kernels.patch_linears(lin, ext) == 1
     widened = lambda x: torch.nn.functional.linear(x.float(), lin.weight.float()).bfloat16()  # noqa: E731
     with torch.inference_mode():
-        for rows in (kernels.MAX_ROWS + 1, 20, kernels.CHUNKED_MAX, kernels.CHUNKED_MAX + 1, 70):
+        for rows in (kernels.MAX_ROWS + 1, 70, 130):
             x = torch.randn(1, rows, 64).bfloat16()
             assert kernels.wide_bf16(x, lin.weight)
             y = lin(x)
             assert y.shape == (1, rows, 32) and y.dtype == torch.bfloat16
-            if ext is None or rows > kernels.CHUNKED_MAX:
-                assert torch.equal(y, widened(x))
+            assert torch.equal(y, widened(x))
             exact = x.double() @ lin.weight.double().t()
             step = exact.abs().clamp_min(1e-30) * 2.0 ** -7             # at most one bf16 step from exact
             assert bool(((y.double() - exact.bfloat16().double()).abs() <= step + 1e-6).all())
             torch.testing.assert_close(y.float(), ref(x).float(), rtol=1.6e-2, atol=1e-2)
-        for rows in (1, 4):                                      # 1–8 rows: the kernel's (or stock without it)
+        for rows in (1, 4, 20, kernels.MAX_ROWS):                # 1–64 rows: the kernel's (or stock without it)
             few = torch.randn(1, rows, 64).bfloat16()
             assert not kernels.wide_bf16(few, lin.weight)
             if ext is None:
                 assert torch.equal(lin(few), ref(few))
-    assert not kernels.wide_bf16(torch.randn(12, 64), torch.randn(32, 64))            # fp32: stock
-    x = torch.randn(12, 64).bfloat16().requires_grad_(True)
+    assert not kernels.wide_bf16(torch.randn(70, 64), torch.randn(32, 64))            # fp32: stock
+    x = torch.randn(70, 64).bfloat16().requires_grad_(True)
     assert not kernels.wide_bf16(x, lin.weight)                                       # autograd: stock
     monkeypatch.setattr(kernels, "native_bf16_gemm", lambda: True)
-    assert not kernels.wide_bf16(torch.randn(12, 64).bfloat16(), lin.weight)         # AVX512-BF16 / AMX
+    assert not kernels.wide_bf16(torch.randn(70, 64).bfloat16(), lin.weight)         # AVX512-BF16 / AMX
 
 
 def test_switch_off(monkeypatch):

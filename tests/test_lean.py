@@ -97,10 +97,11 @@ def _logits(model, ctx, new):
 def test_fused_layers_agree_with_stock_layers(dtype, rel, n):
     """fp32: the same function up to summation order (≈ 1e-7 relative). bf16: the same rounding points as
     transformers, so the gap is a few bf16 steps (2⁻⁸ relative each) where a summation order tips one.
-    n = 1: a decode step, which transformers sends without a mask (every cached key visible)."""
+    n = 1: a decode step, which transformers sends without a mask (every cached key visible). The 80-token
+    context is a prefill (more than 64 rows): the stock layers."""
     model, ext = _tiny_llama(dtype)
     assert lean.fused(model)
-    ctx, new = [int(i) for i in torch.randint(0, 97, (37,))], [int(i) for i in torch.randint(0, 97, (n,))]
+    ctx, new = [int(i) for i in torch.randint(0, 97, (80,))], [int(i) for i in torch.randint(0, 97, (n,))]
     calls = {"n": 0}
     real = ext.layer_rest
 
@@ -248,7 +249,7 @@ def test_native_draft_block_steps_aside(monkeypatch):
     assert not bb.native_applies(ext, x)                     # autograd on: training takes the torch layers
     with torch.inference_mode():
         assert not bb.native_applies(None, x)
-        assert not bb.native_applies(ext, torch.randn(9, 64))                          # more than 8 rows
+        assert not bb.native_applies(ext, torch.randn(65, 64))                         # more than 64 rows
         assert not bb.native_applies(ext, x.double())
     from dspark_viz import fast
 

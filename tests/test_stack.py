@@ -66,7 +66,7 @@ def test_stack_forward_equals_the_model_at_every_width(target, fused):
 
 @torch.inference_mode()
 def test_target_forward_takes_the_stack_only_where_it_applies(target):
-    """A batch, an explicit mask, an empty cache, 9 tokens, autograd or the stock path go through ``model(...)``."""
+    """A batch, an explicit mask, an empty cache, 65 tokens, autograd or the stock path go through ``model(...)``."""
     t = target
     cache = t.new_cache()
     ids = torch.tensor([NEW[:2]])
@@ -75,7 +75,8 @@ def test_target_forward_takes_the_stack_only_where_it_applies(target):
     assert stack.applies(t.model, ids, cache, {})
     assert not stack.applies(t.model, ids, cache, {"attention_mask": torch.ones(1, 10)})
     assert not stack.applies(t.model, torch.tensor([NEW[:2], NEW[2:4]]), cache, {})
-    assert not stack.applies(t.model, torch.tensor([NEW + NEW[:1]]), cache, {})   # 9 tokens: not few-token
+    assert stack.applies(t.model, torch.tensor([NEW + NEW[:1]]), cache, {})       # 9 tokens: a block
+    assert not stack.applies(t.model, torch.tensor([NEW * 8 + NEW[:1]]), cache, {})   # 65 tokens: prefill
     with torch.inference_mode(False), torch.enable_grad():
         assert not stack.applies(t.model, ids, cache, {})
     with lean.stock_layers(t.model):

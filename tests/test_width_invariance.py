@@ -1,6 +1,6 @@
 """Width invariance of the project's few-token path (fast/, csrc/): a token's logits and the features the drafters
-read are bit-identical whether it is computed alone (a decode step) or inside a forward of 2–8 tokens (a
-verification block), at fp32 and bf16, in every kernel variant this CPU has, at any thread count. Its
+read are bit-identical whether it is computed alone (a decode step) or inside a forward of 2–64 tokens (a
+verification block, HF prompt lookup's blocks), at fp32 and bf16, in every kernel variant this CPU has, at any thread count. Its
 consequence: greedy speculative decoding equals greedy decoding token for token at bf16 too.
 
 Legend: n tokens in one forward, V vocabulary, d hidden size, m chosen feature layers.
@@ -38,12 +38,12 @@ def target(request):
     return t
 
 
-def _widths(t, cache, prefix_len: int, widths: list[int], **kw):
-    """The 8 tokens of NEW fed in forwards of the given widths after the cached prefix → per-token outputs."""
+def _widths(t, cache, prefix_len: int, widths: list[int], new: list[int] = NEW, **kw):
+    """The tokens of ``new`` fed in forwards of the given widths after the cached prefix → per-token outputs."""
     t.crop(cache, prefix_len)
     outs, i = [], 0
     for w in widths:
-        outs.append(t.forward(torch.tensor([NEW[i:i + w]]), cache, features=True, hidden=True, **kw))
+        outs.append(t.forward(torch.tensor([new[i:i + w]]), cache, features=True, hidden=True, **kw))
         i += w
     return (torch.cat([o.logits for o in outs], 1), torch.cat([o.features for o in outs], 1),   # (1, 8, V), (1, 8, m·d)
             torch.cat([o.hidden for o in outs], 1))                                            # (1, 8, d)
@@ -76,6 +76,26 @@ def test_a_token_gets_the_same_bits_alone_and_in_any_block(target, path):
             for widths in ([8], [1] * 8, [4, 4]):
                 got = _widths(t, cache, len(ids), widths)
                 assert all(torch.equal(a, b) for a, b in zip(got, ref)), (t.dtype, path, widths, "2 threads")
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_token_gets_the_same_bits_in_forwards_of_up_to_64(target):
+    """Past 8 tokens one sequence's forward stays on the fused path (its products read each weight once for up
+    to 64 rows where the CPU has AVX512-BF16, in blocks of 8 elsewhere): 40 tokens give the bits they get one at a
+    time, in one forward of 40, in 12 + 28 and 9 + 31, at 1 and 2 threads."""
+    t = target
+    new = [1000 + 173 * i for i in range(40)]
+    ids = t.chat_ids("Name three colours.")
+    cache, _ = t.prefill(ids)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        ref = _widths(t, cache, len(ids), [1] * 40, new)
+        for widths in ([40], [12, 28], [9, 31]):
+            assert all(torch.equal(a, b) for a, b in zip(_widths(t, cache, len(ids), widths, new), ref)), widths
+        torch.set_num_threads(2)
+        assert all(torch.equal(a, b) for a, b in zip(_widths(t, cache, len(ids), [40], new), ref))
     finally:
         torch.set_num_threads(before)
 

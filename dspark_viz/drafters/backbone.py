@@ -190,7 +190,7 @@ class ParallelBackbone(nn.Module):
 
     def native_applies(self, ext, x: torch.Tensor) -> bool:
         """Whether ``forward_block`` can take the native layers: the extension (``fast.layer_extension``), a CPU
-        block of 1–8 rows in fp32 or bf16 without autograd, and sizes the native code handles."""
+        block of 1–64 rows in fp32 or bf16 without autograd, and sizes the native code handles."""
         if ext is None:
             return False
         l0 = self.layers[0]

@@ -1,11 +1,12 @@
-"""The CPU few-token path: what makes a 1–8-token forward (a decode step or a verification block) cost about
+"""The CPU few-token path: what makes a 1–64-token forward (a decode step, a verification block, several requests' blocks) cost about
 what one token costs, with the same arithmetic at every width.
 
 Verifying ℓ drafts is one target forward over ℓ + 1 tokens. On a small model on a CPU that forward is
 bound by reading the weights, yet stock BLAS and transformers' layer code run few-token forwards far
 slower than that bound. These pieces close the gap, each on a switch (dspark_viz.settings):
 
-- ``kernels``   a native matmul that reads each weight row once for every token (csrc/skinny_linear.cpp);
+- ``kernels``   a native matmul that reads each weight once for every token (csrc/skinny_linear.cpp; bf16 on
+                AVX512-BF16 in a packed outer-product form, csrc/packed_bf16.h);
 - ``attention`` packed grouped-query attention over the KV cache without copying it per head group;
 - ``lean``      each decoder layer as straight-line code, fused into two native calls per layer;
 - ``stack``     the model's whole few-token forward (embedding, rotary, those layers — all in one native call —,
@@ -26,11 +27,11 @@ Nothing here changes what is computed beyond float summation order: the exactnes
 Width invariance: with the kernel and the fused layers in place, every reduction's order is fixed per row
 (weight-row dot products, attention over the cache, norms, softmax), whatever the number of rows in the forward
 and the thread count, so a token's logits and layer outputs are bit-identical whether it is decoded alone or
-verified inside a block of up to 8 (tests/test_width_invariance.py), at fp32 and bf16; greedy speculative
+verified inside a block of up to 64 (tests/test_width_invariance.py), at fp32 and bf16; greedy speculative
 decoding then equals greedy decoding token for token. Torch's stock path (``stock_path``, ``DSPARK_SKINNY=0``,
 ``DSPARK_FUSED_LAYERS=0``, models outside the Llama family) cannot promise that: torch and its BLAS choose their
 kernels, and so their summation orders, by the number of rows, so a token may round differently inside a block
-than alone — greedy equality is then likely, not guaranteed. Prefill (> 8 tokens) is outside the promise; several
+than alone — greedy equality is then likely, not guaranteed. Prefill (> 64 tokens) is outside the promise; several
 requests in one forward keep it on the live engine's exact ragged forward (fast/ragged.py, ``ragged_layer``).
 """
 from __future__ import annotations

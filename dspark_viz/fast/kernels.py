@@ -3,32 +3,35 @@
 Verifying ℓ drafts is one target forward over ℓ + 1 tokens. On a small model that forward is bound by
 reading the weights, so in principle 2–8 tokens cost what one costs; stock BLAS kernels are
 tuned for large products and can run 2–8-row products slower than one row, so the draft barely pays. The kernel
-here reads each weight row once and applies it to every token (AVX2 + FMA; fp32, or bf16 weights widened
-to fp32 in registers with fp32 sums — half the bytes of fp32, so bf16 forwards of 1–8 tokens get cheap too).
-In bf16 it works in register tiles of a few weight rows × up to 4 tokens with software prefetch
-(``LAYOUT``; the row layout stays for A/B: ``row_layout``, ``benchmarks/bench_matmul.py --what kernel``).
+here reads each weight once and applies it to every row of x, 1–64 rows (a decode step, a verification block,
+several requests' blocks in one forward):
+
+- bf16 on a CPU with AVX512-BF16 (AMD Zen 4, Intel Xeons from Cooper Lake on): the weights repacked once into
+  blocks of 16 outputs, vdpbf16ps adding a broadcast pair of x into 16 outputs at a time (csrc/packed_bf16.h),
+  all 64 rows in one pass over the weights;
+- fp32, and bf16 elsewhere: AVX2 + FMA (fp32 in 16-lane AVX-512 rows where the CPU has it), bf16 weights widened
+  to fp32 in registers, register tiles of a few weight rows × up to 4 rows of x with software prefetch
+  (``LAYOUT``; the row layout stays for A/B: ``row_layout``, ``benchmarks/bench_matmul.py --what kernel``), 8 rows
+  a pass (``ext.max_rows``).
 
 The same extension carries the fused decoder layer (``csrc/decoder_layer.h``, used by lean.py): norm, rotary,
 attention and the SiLU gate as native loops around these products, two calls per layer.
 
 One arithmetic for every width: within a variant (dtype × instruction set) each output's summation order is
-fixed by the inner size alone — the same partial accumulators, combined the same way, for 1 row as for 8 —
-and each output is one thread's whole sum, so a token's product is bit-identical alone or beside up to 7
-others, at any thread count (skinny_kernels.h).
+fixed by the inner size alone — the same partial accumulators, combined the same way, for 1 row as for 64 —
+and each output is one thread's whole sum, so a token's product is bit-identical alone or beside up to 63
+others, at any thread count (skinny_kernels.h, packed_bf16.h).
 
 It is compiled on first use with torch's C++ extension loader into ``$DSPARK_CACHE/kernels`` (once;
 ``dspark-viz kernels`` or ``make model`` does it) and used only where it applies: fp32 or bf16 CPU tensors,
-1…8 rows (a decode step, a verification block, the drafters' own products), no autograd. Anywhere else —
-prefill, CUDA, training — the stock path runs.
+1…64 rows, no autograd. Anywhere else — prefill, CUDA, training — the stock path runs.
 If it cannot be built (no compiler, no AVX2) decoding falls back to stock with one warning;
 ``DSPARK_SKINNY=0`` turns it off (the benchmark A/Bs it that way).
 
-bf16 products of more than 8 rows (prefill, HF prompt lookup's 11-token forwards) have a second problem on CPUs without
-AVX512-BF16 or AMX: torch has no fast bf16 GEMM there and runs them several times slower than fp32
-(docs/benchmarks.md has figures). ``wide_bf16`` routes them elsewhere: up to
-CHUNKED_MAX rows through the kernel in blocks of ≤ 8 rows, beyond that (or without the kernel) through an
-fp32 product of the exactly widened operands rounded back to bf16 — either way what a bf16 GEMM computes
-(bf16 inputs, fp32 sums, a bf16 result), up to summation order.
+bf16 products of more than 64 rows (prefill) have a second problem on CPUs without AVX512-BF16 or AMX: torch has
+no fast bf16 GEMM there and runs them several times slower than fp32 (docs/benchmarks.md has figures).
+``wide_bf16`` routes them through an fp32 product of the exactly widened operands rounded back to bf16 — what a
+bf16 GEMM computes (bf16 inputs, fp32 sums, a bf16 result), up to summation order.
 """
 from __future__ import annotations
 
@@ -46,9 +49,8 @@ import torch
 
 from ..settings import cache_dir, switch
 
-MIN_ROWS, MAX_ROWS = 1, 8          # forwards with this many tokens take the kernel
+MIN_ROWS, MAX_ROWS = 1, 64         # forwards with this many tokens take the kernel
 LAYOUT = "tiles"                   # bf16: register tiles of weight rows × ≤ 4 rows of x (fp32: one row at a time)
-CHUNKED_MAX = 64                   # bf16 without native GEMM: up to this many rows in kernel blocks, then widened
 SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
 
 
@@ -130,7 +132,7 @@ def native_bf16_gemm() -> bool:
 
 
 def wide_bf16(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    """Whether linear(x, weight) should take linear_widened (kernel blocks or a widened fp32 product): bf16 on
+    """Whether linear(x, weight) should take linear_widened (a widened fp32 product): bf16 on
     a CPU without native bf16 GEMM, more than MAX_ROWS rows, no autograd."""
     if x.dtype != torch.bfloat16 or weight.dtype != torch.bfloat16 or x.device.type != "cpu":
         return False
@@ -139,20 +141,15 @@ def wide_bf16(x: torch.Tensor, weight: torch.Tensor) -> bool:
     return x.numel() // max(x.shape[-1], 1) > MAX_ROWS and not native_bf16_gemm()
 
 
-def linear_widened(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                   ext=None) -> torch.Tensor:
-    """The bf16 product with fp32 sums, rounded once to bf16; x (..., I), weight (O, I) → (..., O).
-    Up to CHUNKED_MAX rows (HF prompt lookup's 11-token forwards, small batched verifications) and with the
-    kernel: the kernel on blocks of ≤ MAX_ROWS rows, reading the bf16 weights once per block; more rows
-    (prefill): one fp32 GEMM on the exactly widened operands."""
-    if ext is not None and x.numel() // max(x.shape[-1], 1) <= CHUNKED_MAX:
-        return linear(ext, x, weight, bias)
+def linear_widened(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The bf16 product with fp32 sums, rounded once to bf16; x (..., I), weight (O, I) → (..., O): more rows than
+    the kernel takes (prefill) as one fp32 GEMM on the exactly widened operands."""
     y = torch.nn.functional.linear(x.float(), weight.float(), None if bias is None else bias.float())
     return y.to(torch.bfloat16)
 
 
 def applies(x: torch.Tensor, weight: torch.Tensor, min_rows: int = MIN_ROWS) -> bool:
-    """Whether linear(x, weight) may take the kernel: fp32 or bf16 (alike) on CPU, min_rows…8 rows, no
+    """Whether linear(x, weight) may take the kernel: fp32 or bf16 (alike) on CPU, min_rows…64 rows, no
     autograd."""
     if x.dtype != weight.dtype or x.dtype not in DTYPES or x.device.type != "cpu":
         return False
@@ -163,8 +160,9 @@ def applies(x: torch.Tensor, weight: torch.Tensor, min_rows: int = MIN_ROWS) -> 
 
 
 def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear(x, weight, bias) through the kernel; x (..., I), weight (O, I) → (..., O). More than
-    MAX_ROWS rows run as blocks of ≤ MAX_ROWS, each reading the weights once."""
+    """F.linear(x, weight, bias) through the kernel; x (..., I), weight (O, I) → (..., O). The kernel reads the
+    weights once for up to ``ext.max_rows`` rows (64 in bf16's packed form, else 8) and once per such block
+    beyond; more than MAX_ROWS rows go as calls of MAX_ROWS."""
     flat = x.reshape(-1, x.shape[-1])                                    # (M, I)
     y = ext.skinny_linear(flat, weight) if flat.shape[0] <= MAX_ROWS else torch.cat(
         [ext.skinny_linear(flat[i:i + MAX_ROWS], weight) for i in range(0, flat.shape[0], MAX_ROWS)])
@@ -237,7 +235,7 @@ def _patched(mod: torch.nn.Linear, ext, min_rows: int = MIN_ROWS):
         if ext is not None and applies(x, mod.weight, min_rows):
             return linear(ext, x, mod.weight, mod.bias)
         if wide_bf16(x, mod.weight):
-            return linear_widened(x, mod.weight, mod.bias, ext)
+            return linear_widened(x, mod.weight, mod.bias)
         return stock(x, mod.weight, mod.bias)
 
     return forward

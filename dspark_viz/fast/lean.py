@@ -20,7 +20,7 @@ over the cache, o-projection, norm and MLP), with the cache's own ``update`` in 
 rounding points are transformers' own, the summation orders of the RMS mean and the softmax are not, so
 logits agree with the stock layers to within the dtype's rounding (tests/test_lean.py bounds the gap; the
 greedy-equality and exact-distribution tests run on this path). The model's final norm joins them
-(``rms_norm_rows``, the layers' norm arithmetic) for one sequence of 1–8 rows, so the last hidden state and the
+(``rms_norm_rows``, the layers' norm arithmetic) for one sequence of 1–64 rows, so the last hidden state and the
 logits share the layers' width invariance. ``DSPARK_FUSED_LAYERS=0`` keeps the bit-identical lean forward and
 transformers' final norm.
 
@@ -111,7 +111,7 @@ def _lean_forward(layer, ext):
                 position_embeddings=None, **kwargs):
         b, q, _ = hidden_states.shape
         Wq = at.q_proj.weight
-        if (not kernels.applies(hidden_states, Wq) or position_embeddings is None              # 1–8 rows
+        if (not kernels.applies(hidden_states, Wq) or position_embeddings is None              # 1–64 rows
                 or not isinstance(cache, DynamicCache) or layer.training
                 or not kernels.routed(at.q_proj)):          # patch_linears undone (stock_linears)
             return stock(hidden_states, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
@@ -154,7 +154,7 @@ def _lean_forward(layer, ext):
 
 
 def _final_norm_forward(norm, ext):
-    """The replacement forward of the model's final RMSNorm: its native arithmetic for one sequence of 1–8 rows in
+    """The replacement forward of the model's final RMSNorm: its native arithmetic for one sequence of 1–64 rows in
     the weight's dtype (fp32 or bf16, CPU, no autograd), transformers' own forward otherwise."""
     stock, w, eps = norm.forward, norm.weight, norm.variance_epsilon
     state = {"fused": fused_enabled()}

@@ -1,7 +1,7 @@
 """The whole few-token forward of a Llama-family model as straight-line code: embedding, rotary, the lean decoder
 layers, final norm and LM head, without transformers' model-level wrappers.
 
-Legend: n new tokens (1–8), P cached positions, S = P + n, d hidden size, L decoder layers, V vocabulary.
+Legend: n new tokens (1–64), P cached positions, S = P + n, d hidden size, L decoder layers, V vocabulary.
 
 With every layer on the fused path (lean.py) a one-token step spends most of what is not a native call in the
 model around the layers: keyword merging, output capture, the causal-mask builder, the rotary module and one
@@ -18,7 +18,7 @@ step streams the weights, every Python-level operation finds the CPU's caches co
 mask is the one the layers would get: none for a one-token step (it sees its whole cache), else one sequence's
 causal mask (n, S), already marked plain-causal for the fused layers.
 
-It applies only to one sequence of 1–8 new tokens after a non-empty cache, without a padding mask or explicit
+It applies only to one sequence of 1–64 new tokens after a non-empty cache, without a padding mask or explicit
 positions, with every decoder layer carrying its lean forward (``DSPARK_LEAN_LAYERS=0`` turns both off); anything
 else goes through ``model(...)``. Forward hooks registered on the model or its layers do not run here: a
 researcher who hooks a layer sets ``DSPARK_LEAN_LAYERS=0``.
@@ -61,7 +61,7 @@ def layer_forwards(model) -> list | None:
 
 def applies(model, ids: torch.Tensor, cache, extra: dict) -> list | None:
     """The layers' lean forwards when ``forward`` can stand in for ``model(...)`` (pass them on to it), else None:
-    ids (1, n ≤ 8) after a non-empty cache, no padding mask or explicit positions, no autograd, a Llama-style
+    ids (1, n ≤ 64) after a non-empty cache, no padding mask or explicit positions, no autograd, a Llama-style
     model whose layers all carry their lean forward."""
     if (extra or ids.dim() != 2 or ids.shape[0] != 1 or not 1 <= ids.shape[1] <= kernels.MAX_ROWS
             or cache is None or cache.get_seq_length() == 0 or torch.is_grad_enabled() or model.training

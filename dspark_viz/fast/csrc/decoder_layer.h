@@ -1,4 +1,4 @@
-// One Llama decoder layer of a few-token forward (one sequence, 1–8 new tokens: a decode step or a
+// One Llama decoder layer of a few-token forward (one sequence, 1–64 new tokens: a decode step or a
 // verification) in two native calls.
 //
 // Outside its matmuls a few-token forward of a 135M model is ~50 small tensor ops per layer (norms,
@@ -19,7 +19,7 @@
 // Width invariance: every reduction here runs per row in an order fixed by that row alone — the RMS mean
 // over d, each score over Dh, the softmax max and sum over the n = past + m + 1 keys the row sees, P·V over
 // those keys, and the products (skinny_kernels.h) — and each row is one thread's work. So a token's output
-// is bit-identical whether it comes in a forward of 1 or of up to 8 tokens, at any thread count
+// is bit-identical whether it comes in a forward of 1 or of up to 64 tokens, at any thread count
 // (tests/test_width_invariance.py).
 //
 // Shapes: x (1, M, d); cos, sin (1, M, Dh); q (1, H, M, Dh); k, v (1, Hk, M, Dh); K, V (1, Hk, S, Dh) with
@@ -32,6 +32,9 @@
 #include <vector>
 
 namespace {
+
+constexpr int64_t MAX_NEW = 64;                 // new rows of one forward (products of more than 8 in blocks of 8
+                                                // where the kernel takes no more: fp32, CPUs without AVX512-BF16)
 
 // 8 lanes rounded to T and back: bf16 round-to-nearest-even on the bit pattern (NaN kept), as at::BFloat16.
 template <typename T>
@@ -360,7 +363,7 @@ std::vector<torch::Tensor> layer_qkv(torch::Tensor x, torch::Tensor ln_w, double
                                      int64_t H, int64_t Hk) {
   const auto dt = x.scalar_type();
   TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "layer_qkv: float32 or bfloat16");
-  TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8, "layer_qkv: x (1, 1..8, d)");
+  TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= MAX_NEW, "layer_qkv: x (1, 1..64, d)");
   TORCH_CHECK(cos.dim() == 3 && cos.size(1) == x.size(1) && cos.sizes() == sin.sizes(), "layer_qkv: cos, sin (1, M, Dh)");
   TORCH_CHECK(x.size(2) % 8 == 0, "layer_qkv: hidden size a multiple of 8");
   TORCH_CHECK(cos.size(2) % 16 == 0 && Wq.size(0) == H * cos.size(2) && Wk.size(0) == Hk * cos.size(2) &&
@@ -369,6 +372,7 @@ std::vector<torch::Tensor> layer_qkv(torch::Tensor x, torch::Tensor ln_w, double
   TORCH_CHECK(ln_w.numel() == d && Wq.size(1) == d && Wk.size(1) == d && Wv.size(1) == d,
               "layer_qkv: norm and projection inner sizes must equal the hidden size");
   check_layer_args({x, ln_w, Wq, Wk, Wv, cos, sin}, dt);
+  ensure_weights({Wq, Wk, Wv});
   return dt == at::kFloat ? qkv_impl<float>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk)
                           : qkv_impl<at::BFloat16>(x, ln_w, eps, Wq, Wk, Wv, cos, sin, H, Hk);
 }
@@ -378,7 +382,7 @@ torch::Tensor rest_checked(torch::Tensor x, torch::Tensor q, torch::Tensor K, to
                            torch::Tensor Wd, bool causal) {
   const auto dt = x.scalar_type();
   TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "layer_rest: float32 or bfloat16");
-  TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8, "layer_rest: x (1, 1..8, d)");
+  TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= MAX_NEW, "layer_rest: x (1, 1..64, d)");
   TORCH_CHECK(q.dim() == 4 && K.dim() == 4 && K.sizes() == V.sizes() && q.size(2) == x.size(1) &&
               q.size(1) % K.size(1) == 0 && K.size(2) >= x.size(1) && q.size(3) == K.size(3) &&
               q.size(3) % 8 == 0, "layer_rest: q (1, H, M, Dh), K/V (1, Hk, S ≥ M, Dh)");
@@ -388,6 +392,7 @@ torch::Tensor rest_checked(torch::Tensor x, torch::Tensor q, torch::Tensor K, to
               Wu.size(0) == F && Wu.size(1) == d && Wd.size(0) == d && Wd.size(1) == F,
               "layer_rest: o-projection, norm and MLP shapes do not fit x and q");
   check_layer_args({x, q, Wo, ln_w, Wg, Wu, Wd}, dt);
+  ensure_weights({Wo, Wg, Wu, Wd});
   for (const auto& t : {K, V}) {       // each head's (S, Dh) rows contiguous; heads may sit further apart
     TORCH_CHECK(t.device().is_cpu() && t.scalar_type() == dt, "decoder layer: CPU tensors of one dtype");
     TORCH_CHECK(t.size(0) == 1 && t.stride(3) == 1 && (t.stride(2) == t.size(3) || t.size(2) == 1) &&
@@ -503,9 +508,10 @@ void ragged_layer_core(const T* x, int64_t N, int64_t d, const T* ln1, float eps
                        int64_t cap, const int64_t* slot, const int64_t* pos, float scale, const T* Wo, const T* ln2,
                        float eps2, const T* Wg, const T* Wu, const T* Wd, int64_t F, T* op) {
   const int64_t per_slot = Hk * cap * Dh, HD = H * Dh;
-  std::vector<T> q(N * HD), qc(8 * HD), kc(8 * Hk * Dh), vc(8 * Hk * Dh), o(N * HD);
-  for (int64_t r0 = 0; r0 < N; r0 += 8) {
-    const int64_t M = std::min<int64_t>(8, N - r0);          // q (H, M, Dh), k, v (Hk, M, Dh)
+  constexpr int64_t C = MAX_NEW;                             // rows per pass: every weight read once per C rows
+  std::vector<T> q(N * HD), qc(C * HD), kc(C * Hk * Dh), vc(C * Hk * Dh), o(N * HD);
+  for (int64_t r0 = 0; r0 < N; r0 += C) {
+    const int64_t M = std::min<int64_t>(C, N - r0);          // q (H, M, Dh), k, v (Hk, M, Dh)
     qkv_core<T>(x + r0 * d, M, d, ln1, eps1, Wq, Wk, Wv, cosp + r0 * Dh, sinp + r0 * Dh, Dh, H, Hk, qc.data(),
                 kc.data(), vc.data(), M * Dh);
     for (int64_t m = 0; m < M; ++m) {
@@ -522,9 +528,9 @@ void ragged_layer_core(const T* x, int64_t N, int64_t d, const T* ln1, float eps
   std::vector<int64_t> n_keys(N);
   for (int64_t i = 0; i < N; ++i) n_keys[i] = pos[i] + 1;
   ragged_attention_core<T>(q.data(), N, H, Dh, Kp, Vp, Hk, cap, slot, n_keys.data(), scale, o.data());
-  std::vector<float> of(8 * HD);
-  for (int64_t r0 = 0; r0 < N; r0 += 8) {
-    const int64_t M = std::min<int64_t>(8, N - r0);
+  std::vector<float> of(C * HD);
+  for (int64_t r0 = 0; r0 < N; r0 += C) {
+    const int64_t M = std::min<int64_t>(C, N - r0);
     widen_into(o.data() + r0 * HD, of.data(), M * HD);
     mlp_tail<T>(x + r0 * d, M, d, of.data(), HD, Wo, ln2, eps2, Wg, Wu, Wd, F, op + r0 * d);
   }
@@ -540,6 +546,7 @@ torch::Tensor ragged_layer(torch::Tensor x, torch::Tensor ln1, double eps1, torc
   const auto dt = x.scalar_type();
   TORCH_CHECK(dt == at::kFloat || dt == at::kBFloat16, "ragged_layer: float32 or bfloat16");
   check_layer_args({x, ln1, Wq, Wk, Wv, cos, sin, K, V, Wo, ln2, Wg, Wu, Wd}, dt);
+  ensure_weights({Wq, Wk, Wv, Wo, Wg, Wu, Wd});
   TORCH_CHECK(x.dim() == 2 && x.size(1) % 8 == 0, "ragged_layer: x (N, d), d a multiple of 8");
   const int64_t N = x.size(0), d = x.size(1), Dh = cos.size(1), F = Wg.size(0);
   TORCH_CHECK(cos.dim() == 2 && cos.sizes() == sin.sizes() && cos.size(0) == N && Dh % 16 == 0,
@@ -624,6 +631,7 @@ class StackPlan {
                                      torch::Tensor sin, torch::Tensor norm_w, double norm_eps, torch::Tensor head_w,
                                      bool last_only) const {
     check_layer_args({norm_w, head_w}, dt_);
+    ensure_weights({head_w});
     TORCH_CHECK(norm_w.numel() == d_ && head_w.dim() == 2 && head_w.size(1) == d_,
                 "StackPlan.forward: final norm (d) and LM head (V, d)");
     auto outs = step(x, K, V, past, cos, sin);
@@ -643,8 +651,8 @@ class StackPlan {
                                     const std::vector<torch::Tensor>& V, int64_t past, torch::Tensor cos,
                                     torch::Tensor sin) const {
     const int64_t L = n_layers();
-    TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= 8 && x.size(2) == d_,
-                "StackPlan.step: x (1, 1..8, d)");
+    TORCH_CHECK(x.dim() == 3 && x.size(0) == 1 && x.size(1) >= 1 && x.size(1) <= MAX_NEW && x.size(2) == d_,
+                "StackPlan.step: x (1, 1..64, d)");
     const int64_t M = x.size(1), Dh = Dh_, Hk = Hk0_;
     TORCH_CHECK(cos.dim() == 3 && cos.size(0) == 1 && cos.size(1) == M && cos.size(2) == Dh &&
                 cos.sizes() == sin.sizes(), "StackPlan.step: cos, sin (1, M, Dh)");
@@ -665,6 +673,7 @@ class StackPlan {
     T* out = all.data_ptr<T>();
     for (int64_t l = 0; l < L; ++l, in = out, out += M * d_) {
       const torch::Tensor* w = w_.data() + 9 * l;
+      ensure_weights({w[1], w[2], w[3], w[4], w[6], w[7], w[8]});
       const int64_t H = H_[l], F = w[6].size(0), cap = K[l].size(2), head = cap * Dh;
       q.resize(H * M * Dh);
       T* Kp = K[l].data_ptr<T>();

@@ -10,6 +10,8 @@
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
+#include "packed_bf16.h"
+
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -150,8 +152,9 @@ __attribute__((always_inline)) inline void stream_group(const float* x, const T*
     }
 }
 
-// One row of x: a thread reads its weight rows as two streams at once (rows o and o + q of its range cut in two;
-// see dot_rows_bf16), 2 · 4 accumulators of the 16 ymm registers.
+// One row of x: a thread reads its weight rows as two streams at once (rows o and o + q of its range cut in two:
+// one sequential stream per core left part of the memory bandwidth unused), 2 · 4 accumulators of the 16 ymm
+// registers.
 template <int M, typename T>
 void stream_rows(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
   static_assert(ACC == 4, "stream_group adds exactly four accumulators");
@@ -216,7 +219,8 @@ __attribute__((target("avx512f"), always_inline)) inline void stream_group512(co
 }
 
 // Weight rows [o0, o1): with one or two rows of x, a thread reads its rows as NR streams at once (rows o, o + q, …
-// of its range cut in NR parts; see dot_rows_bf16), each output in its one order.
+// of its range cut in NR parts: measured on an AMD EPYC VM, the LM head read at 24–29 GB/s as one stream, 31–33 as
+// four), each output in its one order.
 template <int M>
 __attribute__((target("avx512f"))) void stream_rows512(const float* x, const float* W, float* y, int64_t I, int64_t O,
                                                       int64_t o0, int64_t o1) {
@@ -265,116 +269,10 @@ inline void stream512(const float* x, const float* W, float* y, int64_t M, int64
   }
 }
 
-// bf16 weights on a CPU with AVX512-BF16: vdpbf16ps multiplies 32 bf16 pairs of x and W and adds them into
-// 16 fp32 lanes in one instruction (products exact, fp32 sums), so the widening shifts of the AVX2 tiles go
-// away. x arrives as fp32 holding bf16 values (the forward's inputs are bf16) and is narrowed exactly.
-// One fixed order per output whatever M is: ACC_BF16 = 2 accumulators over consecutive 32-element blocks (two
-// chains, so one row alone is not bound by the instruction's latency), added lane-wise, reduced, then the tail.
-constexpr int ACC_BF16 = 2;
-
-// NR weight rows ws[r] against the M rows of x, side by side (their sums interleaved, each in the order above);
-// y of weight row r, x row m at ys[r] + m·O.
-template <int M, int NR>
-__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void dot_group_bf16(
-    const uint16_t* xb, const at::BFloat16* const* ws, at::BFloat16* const* ys, int64_t I, int64_t O,
-    const at::BFloat16* const* ahead = nullptr) {
-  constexpr int64_t step = 32 * ACC_BF16;
-  const int64_t Iv = I - I % step;
-  __m512 acc[NR][ACC_BF16][M];
-  for (int r = 0; r < NR; ++r)
-    for (int u = 0; u < ACC_BF16; ++u)
-      for (int m = 0; m < M; ++m) acc[r][u][m] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < Iv; i += step) {
-    if (ahead != nullptr)                              // the rows PF_AHEAD on, step · 2 bytes each, into L2
-      for (int r = 0; r < NR; ++r)
-        for (int64_t b = 0; b < step * 2; b += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(ahead[r] + i) + b, _MM_HINT_T1);
-    for (int r = 0; r < NR; ++r)
-      for (int u = 0; u < ACC_BF16; ++u) {
-        const __m512bh wv = (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(ws[r] + i + 32 * u));
-        for (int m = 0; m < M; ++m)
-          acc[r][u][m] = _mm512_dpbf16_ps(
-              acc[r][u][m], (__m512bh)_mm512_loadu_si512(reinterpret_cast<const void*>(xb + m * I + i + 32 * u)), wv);
-      }
-  }
-  for (int r = 0; r < NR; ++r)
-    for (int m = 0; m < M; ++m) {
-      float s = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0][m], acc[r][1][m]));
-      for (int64_t i = Iv; i < I; ++i) {                                     // tail: I not a multiple of 64
-        uint32_t bits = static_cast<uint32_t>(xb[m * I + i]) << 16;
-        float xv;
-        std::memcpy(&xv, &bits, 4);
-        s += widen(ws[r][i]) * xv;
-      }
-      put(ys[r] + m * O, s);
-    }
-}
-
-// dot_group_bf16 over the M rows of x in pairs (the last one alone where M is odd): 2 · 2 · NR accumulators at a
-// time, the weight rows read again from L1 for each later pair.
-template <int M, int NR>
-__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void dot_pairs_bf16(
-    const uint16_t* xb, const at::BFloat16* const* ws, at::BFloat16* const* ys, int64_t I, int64_t O,
-    const at::BFloat16* const* ahead = nullptr) {                       // prefetched by the last pair's pass
-  dot_group_bf16<(M < 2 ? M : 2), NR>(xb, ws, ys, I, O, M <= 2 ? ahead : nullptr);
-  if constexpr (M > 2) {
-    at::BFloat16* next[NR];
-    for (int r = 0; r < NR; ++r) next[r] = ys[r] + 2 * O;
-    dot_pairs_bf16<M - 2, NR>(xb + 2 * I, ws, next, I, O, ahead);
-  }
-}
-
-// Weight rows [o0, o1) against M rows of x. A thread reads its rows as NR streams at once — rows o, o + q, o + 2q, …
-// of its range cut in NR parts — because one sequential stream per core left part of the memory bandwidth unused
-// (measured on an AMD EPYC VM: the LM head at 24–29 GB/s one stream, 31–33 with four, torch.sum over the same
-// weights 30–34), and takes the rows of x in pairs, because M accumulator sets at once ran well below both the
-// bandwidth and the instruction's throughput (the LM head at 8 rows: 3.8 ms in one group, 3.0 in pairs); 3 rows
-// go as one group over two streams (faster there). Each output keeps its one summation order, so the bits do not
-// depend on the grouping.
-template <int M>
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void dot_rows_bf16(const uint16_t* xb, const at::BFloat16* W,
-                                                                         at::BFloat16* y, int64_t I, int64_t O,
-                                                                         int64_t o0, int64_t o1) {
-  static_assert(ACC_BF16 == 2, "the combine adds exactly two accumulators");
-  constexpr int NR = M == 3 ? 2 : 4;
-  int64_t o = o0;
-  const int64_t q = (o1 - o0) / NR;
-  const bool fetch = M >= PF_MIN_ROWS && prefetch_on();
-  for (; o < o0 + q; ++o) {
-    const at::BFloat16* ws[NR];
-    const at::BFloat16* next[NR];
-    at::BFloat16* ys[NR];
-    for (int r = 0; r < NR; ++r) ws[r] = W + (o + r * q) * I, next[r] = ws[r] + PF_AHEAD * I, ys[r] = y + o + r * q;
-    const at::BFloat16* const* ahead = fetch && o + PF_AHEAD < o0 + q ? next : nullptr;   // within each stream
-    if constexpr (M == 3) dot_group_bf16<3, NR>(xb, ws, ys, I, O, ahead);
-    else dot_pairs_bf16<M, NR>(xb, ws, ys, I, O, ahead);
-  }
-  for (o = o0 + NR * q; o < o1; ++o) {                                    // the rows left over
-    const at::BFloat16* ws[1] = {W + o * I};
-    at::BFloat16* ys[1] = {y + o};
-    if constexpr (M == 3) dot_group_bf16<3, 1>(xb, ws, ys, I, O);
-    else dot_pairs_bf16<M, 1>(xb, ws, ys, I, O);
-  }
-}
-
 inline bool has_avx512_bf16() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512bf16");
   return yes;
-}
-
-inline void dot_bf16(const uint16_t* xb, const at::BFloat16* W, at::BFloat16* y, int64_t M, int64_t I, int64_t O,
-                     int64_t o0, int64_t o1) {
-  switch (M) {
-    case 1: dot_rows_bf16<1>(xb, W, y, I, O, o0, o1); break;
-    case 2: dot_rows_bf16<2>(xb, W, y, I, O, o0, o1); break;
-    case 3: dot_rows_bf16<3>(xb, W, y, I, O, o0, o1); break;
-    case 4: dot_rows_bf16<4>(xb, W, y, I, O, o0, o1); break;
-    case 5: dot_rows_bf16<5>(xb, W, y, I, O, o0, o1); break;
-    case 6: dot_rows_bf16<6>(xb, W, y, I, O, o0, o1); break;
-    case 7: dot_rows_bf16<7>(xb, W, y, I, O, o0, o1); break;
-    default: dot_rows_bf16<8>(xb, W, y, I, O, o0, o1); break;
-  }
 }
 
 template <typename T>
@@ -415,6 +313,13 @@ inline int& isa_choice() {                   // 0 = AVX2, 1 = AVX-512 where avai
 inline bool use_avx512() { return isa_choice() == 1 && has_avx512(); }
 inline bool use_bf16_dot() { return isa_choice() == 1 && has_avx512_bf16(); }
 
+// The entry points name the weights they will multiply, so that their packs exist before the products run
+// (a product whose weight has no valid pack packs it on the spot: the same bits, much slower).
+inline void ensure_weights(const std::vector<torch::Tensor>& ws) {
+  if (use_bf16_dot())
+    for (const auto& w : ws) packed::ensure_packed(w);
+}
+
 // One product of a run_all call: y (M, O) = x · W (O, I)ᵀ, every product of the call sharing x.
 template <typename T>
 struct Product {
@@ -428,6 +333,16 @@ struct Product {
 // code on the same values as a call of its own, so the bits do not depend on the grouping.
 template <typename T>
 inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t M, int64_t I, bool row_layout) {
+  const bool packed_form = !std::is_same_v<T, float> && !row_layout && use_bf16_dot();
+  const int64_t cap = packed_form ? packed::MAX_M : 8;          // rows one pass takes
+  if (M > cap) {                         // blocks of rows: each row's sums are its own, so the bits stay the same
+    for (int64_t m0 = 0; m0 < M; m0 += cap) {
+      std::vector<Product<T>> part;
+      for (const auto& p : ps) part.push_back({p.W, p.y + m0 * p.O, p.O});
+      run_all<T>(xp + m0 * I, part, std::min(cap, M - m0), I, row_layout);
+    }
+    return;
+  }
   int64_t total = 0;
   for (const auto& p : ps) total += p.O;
   auto each = [&](int64_t a, int64_t b, auto&& body) {       // body(p, o0, o1) over the products' rows in [a, b)
@@ -439,13 +354,22 @@ inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t 
     }
   };
   if constexpr (!std::is_same_v<T, float>) {
-    if (!row_layout && use_bf16_dot()) {                       // AVX512-BF16: x narrowed once, exactly
-      std::vector<uint16_t> xb(M * I);
-      for (int64_t i = 0; i < M * I; ++i) xb[i] = at::BFloat16(xp[i]).x;
-      at::parallel_for(0, total, 64, [&](int64_t a, int64_t b) {
-        each(a, b, [&](const Product<T>& p, int64_t o0, int64_t o1) {
-          dot_bf16(xb.data(), p.W, p.y, M, I, p.O, o0, o1);
-        });
+    if (packed_form) {                                         // AVX512-BF16: the packed outer-product form
+      const int64_t ip = (I + 1) / 2;
+      std::vector<uint32_t> xw(M * ip, 0);                       // x narrowed once, exactly, as bf16 pairs
+      auto* xb = reinterpret_cast<uint16_t*>(xw.data());
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t i = 0; i < I; ++i) xb[m * 2 * ip + i] = at::BFloat16(xp[m * I + i]).x;
+      std::vector<std::shared_ptr<const packed::Pack>> pks;
+      int64_t blocks = 0;
+      for (const auto& p : ps) pks.push_back(packed::pack_for(p.W, p.O, I)), blocks += pks.back()->nb;
+      at::parallel_for(0, blocks, 4, [&](int64_t a, int64_t b) {
+        int64_t base = 0;
+        for (size_t k = 0; k < ps.size(); ++k) {
+          const int64_t nb = pks[k]->nb, lo = std::max(a, base), hi = std::min(b, base + nb);
+          if (lo < hi) packed::blocks(xw.data(), ip, *pks[k], ps[k].y, M, lo - base, hi - base);
+          base += nb;
+        }
       });
       return;
     }

@@ -17,6 +17,9 @@
 #include "draft_loops.h"
 #include "sample_rows.h"
 
+#include <pybind11/stl.h>
+#include <map>
+
 torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
   TORCH_CHECK(x.dim() == 2 && W.dim() == 2, "skinny_linear: x (M, I) and W (O, I)");
   TORCH_CHECK(x.size(1) == W.size(1), "skinny_linear: inner sizes differ");
@@ -26,13 +29,14 @@ torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
   TORCH_CHECK(x.device().is_cpu() && W.device().is_cpu(), "skinny_linear: CPU tensors only");
   TORCH_CHECK(W.is_contiguous(), "skinny_linear: W must be contiguous");
   const int64_t M = x.size(0), I = x.size(1), O = W.size(0);
-  TORCH_CHECK(M >= 1 && M <= 8, "skinny_linear: 1..8 rows, got ", M);
+  TORCH_CHECK(M >= 1 && M <= packed::MAX_M, "skinny_linear: 1..64 rows, got ", M);
   auto y = torch::empty({M, O}, x.options());
   if (dt == at::kFloat) {
     x = x.contiguous();
     run<float>(x.data_ptr<float>(), W.data_ptr<float>(), y.data_ptr<float>(), M, I, O, row_layout);
   } else {
     const auto xf = x.to(at::kFloat).contiguous();                 // (M, I) fp32, exact
+    if (!row_layout) ensure_weights({W});
     run<at::BFloat16>(xf.data_ptr<float>(), W.data_ptr<at::BFloat16>(), y.data_ptr<at::BFloat16>(), M, I, O, row_layout);
   }
   return y;
@@ -52,6 +56,18 @@ void set_isa(const std::string& name) {
 // Whether the kernel prefetches the weight rows ahead from 3 rows of x up (skinny_kernels.h, PF_AHEAD; on by default,
 // the same bits either way: bench_matmul.py --what prefetch times it).
 bool prefetch() { return prefetch_on(); }
+
+// The bf16 packs (packed_bf16.h): {"live": packs held now, "made": made from a weight, "on_the_spot": products
+// whose weight had no valid pack}.
+std::map<std::string, int64_t> pack_stats() {
+  auto& r = packed::registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return {{"live", static_cast<int64_t>(r.packs.size())}, {"made", r.made}, {"on_the_spot", r.temporary}};
+}
+
+// The most rows of x one pass over the weights takes: 64 for bf16 in the packed form, else 8 (a call of up to 64
+// rows reads the weights once per such block).
+int64_t max_rows(bool bf16) { return bf16 && use_bf16_dot() ? packed::MAX_M : 8; }
 void set_prefetch(bool on) { prefetch_on() = on; }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -59,7 +75,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_isa", &set_isa, "choose the kernel variant (avx2 or avx512; avx512 falls back to avx2 without it)");
   m.def("prefetch", &prefetch, "whether the kernel prefetches weight rows ahead (3+ rows of x)");
   m.def("set_prefetch", &set_prefetch, "switch that prefetch on or off (A/B; the bits are the same)");
-  m.def("skinny_linear", &skinny_linear, "y = x·Wᵀ for 1..8 rows of x (fp32 or bf16, AVX2)");
+  m.def("pack_stats", &pack_stats, "the bf16 weight packs: live, made, products packed on the spot");
+  m.def("max_rows", &max_rows, "the most rows of x one pass over the weights takes (bf16 in the packed form: 64; else 8)");
+  m.def("skinny_linear", &skinny_linear, "y = x·Wᵀ for 1..64 rows of x (fp32 or bf16)");
   m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B: bf16 otherwise takes tiles)");
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");

@@ -1,13 +1,16 @@
-"""Where a few-token forward's time goes on this machine: the memory floor, the kernel's arithmetic floor and the
-measured forward, for n = 1…8 new tokens (the embedded target at one dtype, at the decode's thread count).
+"""Where a few-token forward's time goes on this machine: the roofline, the kernel's arithmetic floor and the
+measured forward, for n = 1…64 new tokens (the embedded target at one dtype, at the decode's thread count).
 
     python benchmarks/bench_roofline.py [--dtype bf16|fp32] [--threads 2] [--repeats 7] [--context 128] [--json OUT]
 
 A verification forward reads every weight once whatever n is, and multiplies each weight into n rows. So its
 time has two floors: the memory floor (the weights' bytes ÷ the read bandwidth), the same for every n, and the
-arithmetic floor (the weights ÷ the rate at which the few-row kernel multiplies weights into n rows), which grows
-with n. Where the arithmetic floor passes the memory floor, verifying more tokens stops being nearly free. Each
-round measures, interleaved so that a shared machine's drift lands on every figure alike:
+arithmetic floor, which grows with n. The machine's is 2 · weights · n FLOPs ÷ its peak GEMM rate at this dtype and
+thread count (``machine_info.peak_gemm_flops``: a 2048² torch product, on AMX or AVX512-BF16 where the CPU has them);
+the roofline is the larger of that and the memory floor, and "÷ roofline" says how close the forward comes to it.
+The kernel's own arithmetic floor (the weights ÷ the rate at which it multiplies weights into n rows from the cache)
+says how much of the gap is the kernel's. Each round measures, interleaved so that a shared machine's drift lands on
+every figure alike:
 
 - read: the streaming read bandwidth (machine_info.ReadProbe: a 1 GiB buffer summed, best of 3);
 - stream: the kernel at n = 1 over weight matrices 4× the last-level cache in all (bytes ÷ seconds): how close the
@@ -16,9 +19,10 @@ round measures, interleaved so that a shared machine's drift lands on every figu
   weights come from the cache: weights multiplied per second at n rows;
 - forward at n: one target forward of n tokens after a ``--context``-token cache, on the path this machine chose.
 
-Reported per n (medians over the rounds): both floors for the target's weights, the forward, the forward ÷ the
-larger floor (1 where reading and arithmetic overlap perfectly and nothing else costs) and ÷ the two floors added
-(about 1 where they do not overlap at all). A machine whose read rate switches state (a shared VM) shows it in the spread of ``read``; the JSON
+Reported per n (medians over the rounds): the memory floor, the machine's arithmetic floor, the roofline, the
+kernel's arithmetic floor, the forward, the forward ÷ the roofline (1 at the machine's limit), ÷ the larger of the
+memory floor and the kernel's floor (1 where reading and the kernel's arithmetic overlap perfectly and nothing else
+costs) and ÷ those two added (about 1 where they do not overlap at all). A machine whose read rate switches state (a shared VM) shows it in the spread of ``read``; the JSON
 keeps every round.
 """
 from __future__ import annotations
@@ -39,12 +43,13 @@ from dspark_viz.evaluation.machine_info import (  # noqa: E402
     ReadProbe,
     last_level_cache_bytes,
     machine_info,
+    peak_gemm_flops,
     weight_bytes,
 )
 from dspark_viz.fast import kernels, tune  # noqa: E402
 from dspark_viz.model.target import load_target  # noqa: E402
 
-WIDTHS = tuple(range(1, 9))
+WIDTHS = tuple(range(1, 9)) + (12, 16, 24, 32, 48, 64)
 FALLBACK_LLC = 8 * 2 ** 20                   # bytes, where the cache size cannot be read
 
 
@@ -106,12 +111,14 @@ def main() -> None:
         ext.skinny_linear(xs[n], hot)
     stream()
     calls = max(20, int(2e-3 / max(seconds(lambda: ext.skinny_linear(xs[8], hot), 5), 1e-6)))
+    peaks = []
     path = target.paths.at(1)
     rounds = []
     for r in range(a.repeats):
         order = WIDTHS if r % 2 == 0 else tuple(reversed(WIDTHS))
         with tune.run_on(target.model, path):
             rec = {"read_GBps": probe(3) / 1e9, "stream_GBps": stream() / 1e9, "weights_per_s": {}, "forward_ms": {}}
+        rec["peak_GFLOPs"] = peak_gemm_flops(dt, repeats=3) / 1e9
         for n in order:
             with tune.run_on(target.model, target.paths.at(n)):              # the instruction set n tokens take
                 rec["weights_per_s"][n] = rows * d / seconds(lambda: ext.skinny_linear(xs[n], hot), calls)
@@ -122,16 +129,20 @@ def main() -> None:
 
     med = statistics.median
     read = med(r["read_GBps"] for r in rounds)
+    peak = max(r["peak_GFLOPs"] for r in rounds)                               # the best the machine showed
     mem_ms = nbytes / (read * 1e9) * 1e3
     table = []
     for n in WIDTHS:
         rate = med(r["weights_per_s"][n] for r in rounds)
-        arith_ms = n_weights / rate * 1e3
+        arith_ms = n_weights / rate * 1e3                                       # the kernel's own rate
+        peak_ms = 2 * n_weights * n / (peak * 1e9) * 1e3                        # the machine's
+        roof = max(mem_ms, peak_ms)
         fwd = med(r["forward_ms"][n] for r in rounds)
-        table.append(dict(n=n, memory_floor_ms=mem_ms, arithmetic_floor_ms=arith_ms, forward_ms=fwd,
+        table.append(dict(n=n, memory_floor_ms=mem_ms, peak_floor_ms=peak_ms, roofline_ms=roof,
+                          arithmetic_floor_ms=arith_ms, forward_ms=fwd, forward_over_roofline=fwd / roof,
                           forward_over_floor=fwd / max(mem_ms, arith_ms),
                           forward_over_sum=fwd / (mem_ms + arith_ms), gweights_per_s=rate / 1e9,
-                          bound="arithmetic" if arith_ms > mem_ms else "memory"))
+                          bound="arithmetic" if peak_ms > mem_ms else "memory"))
     reads = [r["read_GBps"] for r in rounds]
     streams = [r["stream_GBps"] for r in rounds]
     with tune.run_on(target.model, path):
@@ -140,16 +151,20 @@ def main() -> None:
     print(f"\n{target.name} at {a.dtype}, {a.threads} threads, path {path} (kernel {isa}): {nbytes / 1e6:.0f} MB of "
           f"weights per forward; read {read:.1f} GB/s (rounds {min(reads):.1f}–{max(reads):.1f}), the kernel streaming "
           f"{med(streams):.1f} GB/s at n = 1 ({min(streams):.1f}–{max(streams):.1f}); arithmetic on a "
-          f"{hot_bytes / 2 ** 20:.1f} MiB matrix (last-level cache {llc / 2 ** 20:.0f} MiB)")
-    print("| n | memory floor ms | arithmetic floor ms | forward ms | ÷ larger floor | ÷ both floors added | bound |")
-    print("|---|---|---|---|---|---|---|")
+          f"{hot_bytes / 2 ** 20:.1f} MiB matrix (last-level cache {llc / 2 ** 20:.0f} MiB); peak GEMM {peak:.0f} GFLOP/s "
+          f"(a 2048² torch product at {a.dtype}, best of the rounds)")
+    print("| n | memory floor ms | peak-GEMM floor ms | roofline ms | kernel floor ms | forward ms | ÷ roofline | "
+          "÷ larger floor | ÷ both floors added | bound |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for t in table:
-        print(f"| {t['n']} | {t['memory_floor_ms']:.2f} | {t['arithmetic_floor_ms']:.2f} | {t['forward_ms']:.2f} | "
+        print(f"| {t['n']} | {t['memory_floor_ms']:.2f} | {t['peak_floor_ms']:.2f} | {t['roofline_ms']:.2f} | "
+              f"{t['arithmetic_floor_ms']:.2f} | {t['forward_ms']:.2f} | {t['forward_over_roofline']:.2f} | "
               f"{t['forward_over_floor']:.2f} | {t['forward_over_sum']:.2f} | {t['bound']} |")
     if a.json:
         out = dict(command="python benchmarks/bench_roofline.py " + " ".join(sys.argv[1:]), machine=machine_info(target),
                    dtype=a.dtype, threads=a.threads, context=a.context, weight_MB=nbytes / 1e6,
                    hot_matrix_MiB=hot_bytes / 2 ** 20, llc_MiB=llc / 2 ** 20, kernel_isa=isa, path=path,
+                   peak_GFLOPs=peak,
                    table=table, rounds=rounds)
         Path(a.json).write_text(json.dumps(out, indent=1), encoding="utf-8")
         print(f"wrote {a.json}")

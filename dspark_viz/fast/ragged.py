@@ -9,7 +9,7 @@ row i says which slot it belongs to and at which position it sits; its key and v
 position, and it attends to the slot's positions 0 … pos_i (``ragged_attention`` in csrc/decoder_layer.h, one
 row's code whatever else is in the call). Every weight is read once for all N rows: q, k, v as one product, gate
 and up as one, each through torch's GEMM (on CPUs with AMX or AVX512-BF16 a bf16 GEMM of 64+ rows runs near the
-machine's peak; the few-row kernel of ``kernels`` covers 1–8 rows of one sequence).
+machine's peak; the few-row kernel of ``kernels`` covers 1–64 rows).
 
 The layer is the Llama layer of transformers written out (its RMSNorm modules or the fused norm's arithmetic,
 rotary embedding with ``rotate_half``, SiLU-gated MLP, residuals in the model's dtype), so logits agree with the
@@ -129,7 +129,7 @@ class RaggedForward:
     @property
     def can_exact(self) -> bool:
         """Whether ``exact=True`` runs here: a row's logits and features then have the bits the target's own
-        few-token forward gives it (alone or in its own block of ≤ 8), whatever else shares the call."""
+        few-token forward gives it (alone or in its own block of ≤ 64), whatever else shares the call."""
         return self.exact_layers is not None
 
     def cache(self, slots: int, capacity: int) -> RaggedCache:
@@ -170,7 +170,8 @@ class RaggedForward:
         hidden_states at those layers, concatenated.
         Each row's key and value are written into its slot at its position; the caller keeps ``cache.length``.
         ``exact`` (where ``can_exact``): every layer as one ``ragged_layer`` call and the LM head through the
-        few-row kernel, 8 rows at a time — the target's own few-token arithmetic, row by row."""
+        few-row kernel — the target's own few-token arithmetic, row by row (each weight read once per 64 rows where the
+        CPU has AVX512-BF16 and the dtype is bf16, per 8 elsewhere)."""
         if int(pos.max()) >= cache.capacity:
             raise ValueError(f"position {int(pos.max())} is past the cache's capacity {cache.capacity}")
         if exact and not self.can_exact:
@@ -217,7 +218,7 @@ class RaggedForward:
             x = self.ext.ragged_layer(x.contiguous(), ln1, e1, wq, wk, wv, cos, sin, self.H, self.Hk,
                                       cache.K[li], cache.V[li], slot, pos, scale, wo, ln2, e2, wg, wu, wd)
         last = self.ext.rms_norm_rows(x[out_rows].contiguous(), self.norm.weight, float(self.norm.variance_epsilon))
-        logits = kernels.linear(self.ext, last, self._head_weight)                         # (R, V), 8 rows a call
+        logits = kernels.linear(self.ext, last, self._head_weight)                         # (R, V)
         if features is None:
             return logits
         return logits, torch.cat([feats[li] for li in features], -1)                       # (R', m·d)

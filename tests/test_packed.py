@@ -89,8 +89,9 @@ def test_packs_are_freed_with_their_weights(ext):
 
 @pytest.mark.slow
 def test_a_fused_forward_packs_nothing_on_the_spot(ext):
-    """Every entry point names its weights before multiplying (ensure_weights), so a decode step and a
-    12-token verification find their packs made."""
+    """Every entry point names its weights before multiplying (ensure_weights), so a decode step, a 12-token
+    verification and the shipped drafters' rounds (their layers, vocabulary products and the Markov head's slot
+    loop) find their packs made."""
     t = embedded_target("bf16", tune_paths=False)
     ids = t.chat_ids("Name three colours.")
     cache, _ = t.prefill(ids)
@@ -98,4 +99,9 @@ def test_a_fused_forward_packs_nothing_on_the_spot(ext):
     spot = ext.pack_stats()["on_the_spot"]
     t.forward(torch.tensor([[1000 + 7 * i for i in range(12)]]), cache)
     t.forward(torch.tensor([[2000]]), cache)
+    assert ext.pack_stats()["on_the_spot"] == spot
+    from dspark_viz.serving.measure import measure_draft_costs
+
+    assert set(measure_draft_costs(t, ["dspark", "dspark-rnn", "dflash", "eagle"], repeats=2, ctx_len=40)) == {
+        "dspark", "dspark-rnn", "dflash", "eagle"}
     assert ext.pack_stats()["on_the_spot"] == spot

@@ -27,6 +27,7 @@ at::ScalarType check_markov_args(const torch::Tensor& U, const torch::Tensor& W1
               name, ": W1 (V_d + 1, r), W2 (V_d, r)");
   TORCH_CHECK(W1.size(1) % 8 == 0, name, ": rank a multiple of 8");
   check_layer_args({W1, W2}, dt);
+  ensure_weights({W2});
   return dt;
 }
 

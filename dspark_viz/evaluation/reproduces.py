@@ -343,14 +343,23 @@ def eq1(data: Path | None = None) -> list[Effect]:
 
 
 def _bench_runs(folder: Path, T: int) -> list[tuple[str, float]]:
-    """(machine, DSpark ÷ plain) of each ``dspark-viz bench`` run at T recorded on the machine of the newest one
-    (files bench_<date>_<machine>_<dtypes>_T<T>[_repeat].json)."""
-    files = sorted(p for p in folder.glob(f"bench_*_T{T}*.json") if "gate" not in p.name)
+    """(machine, DSpark ÷ plain) of each ``dspark-viz bench`` run at T recorded on the newest date, on the machine of
+    the newest run (files bench_<date>_<machine>_<dtypes>_T<T>[_repeat].json; ``_before`` runs, kept for a
+    before/after table, left out). A run at one dtype keys its methods without the dtype."""
+    files = sorted(p for p in folder.glob(f"bench_*_T{T}*.json") if "gate" not in p.name and "before" not in p.name)
     if not files:
         return []
-    newest = max(files, key=lambda p: p.name.split("_")[1]).name.split("_")[2]
-    methods = [json.loads(p.read_text())["methods"] for p in files if p.name.split("_")[2] == newest]
-    return [(newest, m[BENCH_METHOD]["ratio_vs_plain"]) for m in methods if BENCH_METHOD in m]
+    date, machine = max((p.name.split("_")[1], p.name.split("_")[2]) for p in files)
+    out = []
+    for p in files:
+        if p.name.split("_")[1:3] != [date, machine]:
+            continue
+        methods = json.loads(p.read_text())["methods"]
+        one_dtype = p.name.split("_")[3] == "bf16"
+        m = methods.get(BENCH_METHOD) or (methods.get(BENCH_METHOD.split("@")[0]) if one_dtype else None)
+        if m is not None:
+            out.append((machine, m["ratio_vs_plain"]))
+    return out
 
 
 # -- the table -----------------------------------------------------------------------------------------------------

@@ -1,17 +1,18 @@
-// y = x · Wᵀ for a few rows of x (fp32 or bf16, CPU, AVX2 + FMA): the verification forward's matmuls.
+// y = x · Wᵀ for 1–64 rows of x (fp32 or bf16, CPU): the verification forward's matmuls.
 //
 // A decode step on a small model is bound by streaming the weights from memory. BLAS libraries pick
 // kernels tuned for large M; with 2–8 rows (the tokens a speculative round verifies) they can run
-// slower than one row, and they pick another kernel (another summation order) for each M. Here each weight row is read from memory once and multiplied into
-// every row of x from registers (tiles of a few weight rows × up to 4 rows of x), so 2–4 rows cost what
-// one row costs and 8 rows about 1.6× that.
+// slower than one row, and they pick another kernel (another summation order) for each M. Here each weight is read
+// from memory once for all rows of x: bf16 on a CPU with AVX512-BF16 in the packed outer-product form
+// (packed_bf16.h: 1–64 rows a pass), everything else in register tiles of a few weight rows × up to 4 rows of x,
+// 8 rows a pass (skinny_kernels.h).
 //
 // Shapes: x (M, I) contiguous, W (O, I) contiguous → y (M, O). at::parallel_for splits the rows of W across
 // torch's intra-op threads (built with -fopenmp, it shares torch's own OpenMP runtime and thread count).
-// float32: fp32 products and sums. bfloat16: W is read as bf16 (half the bytes) and widened to fp32 in
-// registers, x is widened once, sums are fp32 and y is rounded to bf16 (nearest even) — the semantics
-// of a bf16 GEMM with fp32 accumulation, in another summation order. That order is fixed per output,
-// whatever M (1…8) is and whatever the thread count (skinny_kernels.h): one arithmetic for every width.
+// float32: fp32 products and sums. bfloat16: W is read as bf16 (half the bytes), products exact, sums fp32 and y
+// rounded to bf16 (nearest even) — the semantics of a bf16 GEMM with fp32 accumulation, in another summation order.
+// That order is fixed per output, whatever M (1…64) is and whatever the thread count: one arithmetic for every
+// width.
 #include "skinny_kernels.h"
 #include "decoder_layer.h"
 #include "draft_loops.h"

@@ -287,6 +287,18 @@ def test_a_row_gets_the_same_bits_whatever_rows_share_the_call(ext, isa, dtype, 
                         (isa, dtype, rows, start)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_up_to_64_rows_keep_each_rows_bits_in_every_variant(ext, isa, dtype):
+    """Past one pass's rows (8; 64 for bf16 in the packed form) a call reads the weights once per pass: row m of a
+    product of up to 64 rows still equals the same row alone, bit for bit, in every variant."""
+    g = torch.Generator().manual_seed(64)
+    x = torch.randn(64, 576, generator=g).to(dtype)
+    w = torch.randn(300, 576, generator=g).to(dtype)
+    alone = torch.cat([ext.skinny_linear(x[m:m + 1], w) for m in range(64)])
+    for rows in (9, 17, 40, 64):
+        assert torch.equal(ext.skinny_linear(x[:rows], w), alone[:rows]), (isa, dtype, rows)
+
+
 def test_native_sample_draws_what_sampling_sample_draws(ext):
     """``sample_index`` (the drafters' per-slot draw): the index ``sampling.sample`` gives and the same generator state
     after, for spread, sparse and one-hot distributions of several sizes, with a generator and with torch's own."""

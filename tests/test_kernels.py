@@ -50,10 +50,12 @@ def test_isa_names_the_variant_in_use(ext):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_threads_split_rows_without_changing_results(ext, threads):
-    """Rows of W split across torch's threads: every output is the same sum, whatever the split."""
+@pytest.mark.parametrize("dtype,rows,outer", [(torch.float32, 4, 1536), (torch.bfloat16, 20, 1000)])
+def test_threads_split_rows_without_changing_results(ext, threads, dtype, rows, outer):
+    """Rows of W split across torch's threads: every output is the same sum, whatever the split (bf16 past 8 rows:
+    the packed form where the CPU has AVX512-BF16)."""
     g = torch.Generator().manual_seed(7)
-    x, w = torch.randn(4, 576, generator=g), torch.randn(1536, 576, generator=g)
+    x, w = torch.randn(rows, 576, generator=g).to(dtype), torch.randn(outer, 576, generator=g).to(dtype)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)

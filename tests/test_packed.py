@@ -43,20 +43,6 @@ def test_a_row_gets_the_same_bits_beside_up_to_63_others(ext, inner, outer):
     assert bool(((alone.double() - exact.bfloat16().double()).abs() <= step + fp32).all())
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_threads_change_no_bit(ext, threads):
-    g = torch.Generator().manual_seed(3)
-    x, w = torch.randn(20, 576, generator=g).bfloat16(), torch.randn(1000, 576, generator=g).bfloat16()
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one = ext.skinny_linear(x, w)
-        torch.set_num_threads(threads)
-        assert torch.equal(ext.skinny_linear(x, w), one)
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_a_pack_follows_its_weight(ext):
     """A weight changed in place (tracked by its version counter, or through .data, caught by the fingerprint)
     is packed again; the products are those of the new values."""

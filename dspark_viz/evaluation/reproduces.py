@@ -355,7 +355,7 @@ def _bench_runs(folder: Path, T: int) -> list[tuple[str, float]]:
         if p.name.split("_")[1:3] != [date, machine]:
             continue
         methods = json.loads(p.read_text())["methods"]
-        one_dtype = p.name.split("_")[3] == "bf16"
+        one_dtype = not any("@" in k for k in methods)              # a --dtype run names methods bare
         m = methods.get(BENCH_METHOD) or (methods.get(BENCH_METHOD.split("@")[0]) if one_dtype else None)
         if m is not None:
             out.append((machine, m["ratio_vs_plain"]))

@@ -84,6 +84,14 @@ inline void fill(Pack& pk, const uint16_t* W) {                  // P from W (O,
   });
 }
 
+// A pack of W (O, I): its sizes, then P from W.
+inline std::shared_ptr<Pack> make_pack(const uint16_t* W, int64_t O, int64_t I) {
+  auto pk = std::make_shared<Pack>();
+  pk->O = O, pk->I = I, pk->nb = (O + LANES - 1) / LANES, pk->ip = (I + 1) / 2;
+  fill(*pk, W);
+  return pk;
+}
+
 struct Key {
   const void* w;
   int64_t O, I;
@@ -126,15 +134,13 @@ inline void ensure_packed(const torch::Tensor& W) {
   if (it != r.packs.end() && valid(*it->second, w)) return;
   for (auto j = r.packs.begin(); j != r.packs.end();)            // forget the packs of freed weights
     j = !j->second->storage || j->second->storage->expired() ? r.packs.erase(j) : std::next(j);
-  auto pk = std::make_shared<Pack>();
-  pk->O = O, pk->I = I, pk->nb = (O + LANES - 1) / LANES, pk->ip = (I + 1) / 2;
+  auto pk = make_pack(w, O, I);
   pk->storage.emplace(W.storage().getWeakStorageImpl());
   if (!W.is_inference()) {
     pk->version = std::make_unique<c10::VariableVersion>(W.unsafeGetTensorImpl()->version_counter());
     pk->at_version = pk->version->current_version();
   }
   fingerprint(w, O * I, pk->fp);
-  fill(*pk, w);
   r.packs[key] = pk;
   ++r.made;
 }
@@ -149,10 +155,7 @@ inline std::shared_ptr<const Pack> pack_for(const at::BFloat16* W, int64_t O, in
     if (it != r.packs.end() && valid(*it->second, w)) return it->second;
     ++r.temporary;
   }
-  auto pk = std::make_shared<Pack>();
-  pk->O = O, pk->I = I, pk->nb = (O + LANES - 1) / LANES, pk->ip = (I + 1) / 2;
-  fill(*pk, w);
-  return pk;
+  return make_pack(w, O, I);
 }
 
 // Each block is one sequential stream; several side by side defeat the hardware prefetcher's pace, so the tile

@@ -17,8 +17,6 @@
 
 #include <immintrin.h>
 
-#include <type_traits>
-
 namespace packed {
 
 constexpr int64_t LANES8 = 8;
@@ -89,22 +87,14 @@ inline void span8(const float* x, int64_t I, const uint16_t* P, int64_t bs, floa
 // Blocks [b, b + NB) against all M rows, into y (M, O) rounded to T. Up to mb8 rows: one pass over every input.
 // More: spans of KC8 inputs (NB · KC8 weight vectors, within L1), each span applied to the rows mb8 at a time.
 template <int NB, bool BF, typename T>
-inline void tile_rows8(const float* x, int64_t I, const Pack& pk, int64_t b, T* y, int64_t M, float* io) {
+inline void tile_rows8(const float* x, const Pack& pk, int64_t b, T* y, int64_t M, float* io) {
   constexpr int64_t KC8 = 128;
-  constexpr int64_t MB = mb8<BF>();
-  const int64_t kc = M <= MB ? I : KC8;
+  const int64_t I = pk.I;
   const uint16_t* P = pk.P.data() + b * pk.bs;
-  for (int64_t i0 = 0; i0 < I; i0 += kc)
-    for (int64_t m0 = 0; m0 < M; m0 += MB)
-      span8<NB, BF>(x + m0 * I, I, P, pk.bs, io + m0 * NB * 8, std::min<int64_t>(MB, M - m0), i0,
-                    std::min(i0 + kc, I), i0 == 0);
-  const int64_t o0 = b * LANES8, n_out = std::min<int64_t>(NB * LANES8, pk.O - o0);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < n_out; ++k) {
-      const float v = io[m * NB * 8 + k];
-      if constexpr (std::is_same_v<T, float>) y[m * pk.O + o0 + k] = v;
-      else y[m * pk.O + o0 + k] = T(v);                          // round to nearest even, once
-    }
+  spans_by_rows(I, KC8, M, mb8<BF>(), [&](int64_t m0, int64_t mb, int64_t i0, int64_t i1, bool fresh) {
+    span8<NB, BF>(x + m0 * I, I, P, pk.bs, io + m0 * NB * LANES8, mb, i0, i1, fresh);
+  });
+  round_into(io, NB * LANES8, y, M, pk.O, b * LANES8);
 }
 
 // Blocks [b0, b1) of one pack (F32X8 or BF16X8) against all M rows (x fp32 (M, I)), NB blocks a tile.
@@ -115,8 +105,8 @@ inline void blocks8(const float* x, const Pack& pk, T* y, int64_t M, int64_t b0,
     constexpr int NB = decltype(nb_tag)::value;
     constexpr bool BF = decltype(bf_tag)::value;
     int64_t b = b0;
-    for (; b + NB <= b1; b += NB) tile_rows8<NB, BF>(x, pk.I, pk, b, y, M, io.data());
-    for (; b < b1; ++b) tile_rows8<1, BF>(x, pk.I, pk, b, y, M, io.data());
+    for (; b + NB <= b1; b += NB) tile_rows8<NB, BF>(x, pk, b, y, M, io.data());
+    for (; b < b1; ++b) tile_rows8<1, BF>(x, pk, b, y, M, io.data());
   };
   if (pk.kind == BF16X8) {                                        // the tiles GCC keeps in registers
     if (M <= 2) run(std::integral_constant<int, 4>{}, std::true_type{});

@@ -74,34 +74,27 @@ inline void span(const uint32_t* xp, int64_t ip, const uint16_t* P, int64_t bs, 
 // Blocks [b, b + NB) against all M rows, into y (M, O) rounded to T. Up to 8 rows: one pass over every pair. More:
 // spans of KC pairs (NB · KC weight vectors, within L1), each span applied to the rows 8 at a time.
 template <int NB, typename T>
-inline void tile_rows(const uint32_t* xp, int64_t ip, const Pack& pk, int64_t b, T* y, int64_t M, float* io) {
+inline void tile_rows(const uint32_t* xp, const Pack& pk, int64_t b, T* y, int64_t M, float* io) {
   constexpr int64_t KC = 96;
-  const int64_t kc = M <= 8 ? ip : KC;
+  const int64_t ip = pk.ip;
   const uint16_t* P = pk.bf16(b);
-  for (int64_t p0 = 0; p0 < ip; p0 += kc)
-    for (int64_t m0 = 0; m0 < M; m0 += 8)
-      span<NB>(xp + m0 * ip, ip, P, pk.bs, io + m0 * NB * LANES, std::min<int64_t>(8, M - m0), p0,
-               std::min(p0 + kc, ip), p0 == 0);
-  const int64_t o0 = b * LANES, n_out = std::min<int64_t>(NB * LANES, pk.O - o0);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < n_out; ++k) {
-      const float v = io[m * NB * LANES + k];
-      if constexpr (std::is_same_v<T, float>) y[m * pk.O + o0 + k] = v;
-      else y[m * pk.O + o0 + k] = T(v);                          // round to nearest even, once
-    }
+  spans_by_rows(ip, KC, M, 8, [&](int64_t m0, int64_t mb, int64_t p0, int64_t p1, bool fresh) {
+    span<NB>(xp + m0 * ip, ip, P, pk.bs, io + m0 * NB * LANES, mb, p0, p1, fresh);
+  });
+  round_into(io, NB * LANES, y, M, pk.O, b * LANES);
 }
 
 // Blocks [b0, b1) of one pack against all M rows, NB blocks a tile: NB·min(M, 8) accumulators, NB weight vectors
 // and a broadcast within the 32 zmm registers, and enough independent sums to cover the instruction's latency
 // (one row: a few blocks suffice, the weights arrive more slowly than they are multiplied).
 template <typename T>
-inline void blocks(const uint32_t* xp, int64_t ip, const Pack& pk, T* y, int64_t M, int64_t b0, int64_t b1) {
+inline void blocks(const uint32_t* xp, const Pack& pk, T* y, int64_t M, int64_t b0, int64_t b1) {
   std::vector<float> io(M * 8 * LANES);
   auto run = [&](auto nb_tag) {
     constexpr int NB = decltype(nb_tag)::value;
     int64_t b = b0;
-    for (; b + NB <= b1; b += NB) tile_rows<NB>(xp, ip, pk, b, y, M, io.data());
-    for (; b < b1; ++b) tile_rows<1>(xp, ip, pk, b, y, M, io.data());
+    for (; b + NB <= b1; b += NB) tile_rows<NB>(xp, pk, b, y, M, io.data());
+    for (; b < b1; ++b) tile_rows<1>(xp, pk, b, y, M, io.data());
   };
   if (M <= 1) run(std::integral_constant<int, 4>{});
   else if (M <= 3) run(std::integral_constant<int, 6>{});

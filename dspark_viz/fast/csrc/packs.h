@@ -19,6 +19,7 @@
 #include <ATen/Parallel.h>
 #include <c10/core/StorageImpl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -99,6 +100,25 @@ inline std::shared_ptr<Pack> make_pack(const void* W, int64_t O, int64_t I, int 
   pk->bs = is_bf16(kind) ? pk->ip * 2 * L : I * 2 * L;
   fill(*pk, W);
   return pk;
+}
+
+// What both kernels' tiles share. The inputs [0, n) in spans of kc (all at once where M ≤ mb, else kc small
+// enough that a span of the tile's weights stays in L1), each span applied to the rows mb at a time:
+// span(m0, rows, s0, s1, fresh), where fresh marks a span whose sums start from zero.
+template <typename Span>
+inline void spans_by_rows(int64_t n, int64_t kc, int64_t M, int64_t mb, Span&& span) {
+  if (M <= mb) kc = n;
+  for (int64_t s0 = 0; s0 < n; s0 += kc)
+    for (int64_t m0 = 0; m0 < M; m0 += mb) span(m0, std::min(mb, M - m0), s0, std::min(s0 + kc, n), s0 == 0);
+}
+
+// A tile's sums io (M, width) fp32 into the columns [o0, o0 + n) of y (M, O), each rounded to T once (nearest
+// even), the columns past O dropped.
+template <typename T>
+inline void round_into(const float* io, int64_t width, T* y, int64_t M, int64_t O, int64_t o0) {
+  const int64_t n = std::min(width, O - o0);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < n; ++k) y[m * O + o0 + k] = T(io[m * width + k]);
 }
 
 struct Key {

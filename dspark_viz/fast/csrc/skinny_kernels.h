@@ -296,12 +296,8 @@ inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t 
       for (size_t k = 0; k < ps.size(); ++k) {
         const int64_t nb = pks[k]->nb, lo = std::max(a, base), hi = std::min(b, base + nb);
         if (lo < hi) {
-          if constexpr (BF) {
-            if (kind == packed::BF16X16) packed::blocks(xw.data(), ip, *pks[k], ps[k].y, M, lo - base, hi - base);
-            else packed::blocks8(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
-          } else {
-            packed::blocks8(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
-          }
+          if (kind == packed::BF16X16) packed::blocks(xw.data(), *pks[k], ps[k].y, M, lo - base, hi - base);
+          else packed::blocks8(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
         }
         base += nb;
       }

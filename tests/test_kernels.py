@@ -234,10 +234,13 @@ def test_bf16_tiles_and_row_layout_agree(ext, rows):
         assert bool(((y.double() - exact.bfloat16().double()).abs() <= step + 1e-6).all())
     for m in range(rows):                                                 # row independence of the tiles
         assert torch.equal(tiles[m], ext.skinny_linear(x[m:m + 1], w)[0])
-    xf, wf = x.float(), w.float()                                         # fp32 takes the row layout either way
+    xf, wf = x.float(), w.float()           # fp32: the row layout on AVX-512 (8 rows a pass), else the packed form
     with kernels.row_layout(ext):
         ref = ext.skinny_linear(xf, wf)
-    assert torch.equal(ext.skinny_linear(xf, wf), ref)
+    if ext.max_rows(False) == 8:
+        assert torch.equal(ext.skinny_linear(xf, wf), ref)
+    else:
+        torch.testing.assert_close(ext.skinny_linear(xf, wf), ref, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.slow

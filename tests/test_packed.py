@@ -19,7 +19,7 @@ def ext():
     mod = kernels.load()
     assert mod is not None
     if mod.isa() != "avx512+bf16":
-        pytest.skip("this CPU has no AVX512-BF16: bf16 takes the AVX2 tiles (tests/test_kernels.py)")
+        pytest.skip("this CPU has no AVX512-BF16: bf16 takes the AVX2 packed form (tests/test_kernels.py)")
     return mod
 
 

@@ -65,9 +65,8 @@ def machine_info(target=None) -> dict:
         if str(target.device) == "cpu":                 # bf16 products: torch's GEMM or widened to fp32
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
             if info["matmul"] == "skinny-kernel":       # the few-row kernel's layout
-                packed = (info["dtype"] == "bfloat16" and paths.at(1) == "fast"
-                          and "avx512_bf16" in info["cpu_flags"])
-                info["kernel"] = "packed" if packed else LAYOUT   # bf16 on AVX512-BF16: csrc/packed_bf16.h
+                rows = info["dtype"] == "float32" and "avx512f" in info["cpu_flags"] and paths.at(1) == "fast"
+                info["kernel"] = LAYOUT if rows else "packed"    # csrc/packed_bf16.h, packed_avx2.h; fp32 on AVX-512: rows
             info["path_choice"] = paths.choice
             info["size_paths"] = {str(n): p for n, p in sorted(paths.sizes.items())}
         if str(target.device).startswith("cuda"):

@@ -9,10 +9,11 @@ several requests' blocks in one forward):
 - bf16 on a CPU with AVX512-BF16 (AMD Zen 4, Intel Xeons from Cooper Lake on): the weights repacked once into
   blocks of 16 outputs, vdpbf16ps adding a broadcast pair of x into 16 outputs at a time (csrc/packed_bf16.h),
   all 64 rows in one pass over the weights;
-- fp32, and bf16 elsewhere: AVX2 + FMA (fp32 in 16-lane AVX-512 rows where the CPU has it), bf16 weights widened
-  to fp32 in registers, register tiles of a few weight rows × up to 4 rows of x with software prefetch
-  (``LAYOUT``; the row layout stays for A/B: ``row_layout``, ``benchmarks/bench_matmul.py --what kernel``), 8 rows
-  a pass (``ext.max_rows``).
+- fp32, and bf16 on other CPUs: AVX2 + FMA in the same outer-product form with blocks of 8 outputs (csrc/packed_avx2.h;
+  bf16 weights widened to fp32 in registers, exactly), all 64 rows in one pass;
+- fp32 on a CPU with AVX-512: 16-lane rows, one weight row at a time against every row of x, 8 rows a pass
+  (``LAYOUT``; this row layout stays for A/B everywhere: ``row_layout``, ``benchmarks/bench_matmul.py --what kernel``;
+  ``ext.max_rows`` says which).
 
 The same extension carries the fused decoder layer (``csrc/decoder_layer.h``, used by lean.py): norm, rotary,
 attention and the SiLU gate as native loops around these products, two calls per layer.
@@ -50,7 +51,7 @@ import torch
 from ..settings import cache_dir, switch
 
 MIN_ROWS, MAX_ROWS = 1, 64         # forwards with this many tokens take the kernel
-LAYOUT = "tiles"                   # bf16: register tiles of weight rows × ≤ 4 rows of x (fp32: one row at a time)
+LAYOUT = "rows"                    # fp32 on AVX-512: one weight row at a time (elsewhere the packed forms)
 SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
 
 
@@ -161,7 +162,7 @@ def applies(x: torch.Tensor, weight: torch.Tensor, min_rows: int = MIN_ROWS) -> 
 
 def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """F.linear(x, weight, bias) through the kernel; x (..., I), weight (O, I) → (..., O). The kernel reads the
-    weights once for up to ``ext.max_rows`` rows (64 in bf16's packed form, else 8) and once per such block
+    weights once for up to ``ext.max_rows`` rows (64 in the packed forms, 8 in the row layout) and once per such block
     beyond; more than MAX_ROWS rows go as calls of MAX_ROWS."""
     flat = x.reshape(-1, x.shape[-1])                                    # (M, I)
     y = ext.skinny_linear(flat, weight) if flat.shape[0] <= MAX_ROWS else torch.cat(

@@ -16,147 +16,15 @@
 // order, then rounded to T once — the same sequence whatever M, the tile shape or the thread split is. So a
 // token's product is bit-identical alone, in its block of 2–8, or beside other sequences' rows in up to 64.
 //
-// The packs live in a registry keyed by the weight's address, made on first use of a tensor (ensure_packed at
-// every entry point) and checked at every use: the storage still alive (a weak reference), its version counter
-// unchanged and a fingerprint of 16 of its values the same; otherwise packed again. Memory: one more copy of
-// each bf16 weight the kernel multiplies (the 135M target: ≈ 270 MB), freed with the weight.
+// The pack (packs.h, layout BF16X16) is made once per weight and checked at every use.
 #pragma once
-#include <torch/extension.h>
-#include <ATen/Parallel.h>
-#include <c10/core/StorageImpl.h>
-#include <immintrin.h>
+#include "packs.h"
 
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <mutex>
-#include <optional>
-#include <unordered_map>
-#include <vector>
+#include <immintrin.h>
 
 namespace packed {
 
 constexpr int64_t LANES = 16;                 // outputs per block: one zmm of fp32 sums
-constexpr int64_t MAX_M = 64;                 // rows of x per call
-constexpr int NFP = 16;                       // weight values in a pack's fingerprint
-
-template <typename V>
-struct Aligned64Of {                          // an allocator of 64-byte aligned memory (a vector per cache line)
-  using value_type = V;
-  Aligned64Of() = default;
-  template <typename U>
-  Aligned64Of(const Aligned64Of<U>&) {}
-  V* allocate(size_t n) {
-    void* p = std::aligned_alloc(64, ((n * sizeof(V) + 63) / 64) * 64);
-    if (p == nullptr) throw std::bad_alloc();
-    return static_cast<V*>(p);
-  }
-  void deallocate(V* p, size_t) { std::free(p); }
-  template <typename U>
-  bool operator==(const Aligned64Of<U>&) const { return true; }
-  template <typename U>
-  bool operator!=(const Aligned64Of<U>&) const { return false; }
-};
-using Aligned64 = Aligned64Of<uint16_t>;
-
-struct Pack {
-  int64_t O = 0, I = 0, nb = 0, ip = 0;       // nb blocks of 16 outputs, ip pairs of inputs
-  std::vector<uint16_t, Aligned64> P;         // (nb, ip, 32) bf16 bits, each vector one cache line
-  std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;   // the weight's (none: made on the spot)
-  std::unique_ptr<c10::VariableVersion> version;   // null for inference tensors (no counter)
-  uint32_t at_version = 0;
-  uint16_t fp[NFP] = {};
-};
-
-inline void fingerprint(const uint16_t* W, int64_t n, uint16_t* out) {
-  for (int k = 0; k < NFP; ++k) out[k] = W[(k * (n - 1)) / (NFP - 1)];
-}
-
-inline void fill(Pack& pk, const uint16_t* W) {                  // P from W (O, I), in parallel over blocks
-  pk.P.assign(pk.nb * pk.ip * 32, 0);
-  at::parallel_for(0, pk.nb, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      for (int64_t j = 0; j < LANES && b * LANES + j < pk.O; ++j) {
-        const uint16_t* w = W + (b * LANES + j) * pk.I;
-        uint16_t* d = pk.P.data() + b * pk.ip * 32 + 2 * j;
-        for (int64_t i = 0; i < pk.I; ++i) d[(i / 2) * 32 + (i & 1)] = w[i];
-      }
-  });
-}
-
-// A pack of W (O, I): its sizes, then P from W.
-inline std::shared_ptr<Pack> make_pack(const uint16_t* W, int64_t O, int64_t I) {
-  auto pk = std::make_shared<Pack>();
-  pk->O = O, pk->I = I, pk->nb = (O + LANES - 1) / LANES, pk->ip = (I + 1) / 2;
-  fill(*pk, W);
-  return pk;
-}
-
-struct Key {
-  const void* w;
-  int64_t O, I;
-  bool operator==(const Key& k) const { return w == k.w && O == k.O && I == k.I; }
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    return std::hash<const void*>()(k.w) ^ (std::hash<int64_t>()(k.O) * 31) ^ (std::hash<int64_t>()(k.I) * 131);
-  }
-};
-
-struct Registry {
-  std::mutex mu;
-  std::unordered_map<Key, std::shared_ptr<Pack>, KeyHash> packs;
-  int64_t made = 0, temporary = 0;            // packs made from tensors; products packed on the spot (no tensor)
-};
-inline Registry& registry() {
-  static Registry* r = new Registry();        // never destroyed: used from torch's threads until exit
-  return *r;
-}
-
-inline bool valid(const Pack& pk, const uint16_t* W) {
-  if (!pk.storage || pk.storage->expired()) return false;
-  if (pk.version && pk.version->current_version() != pk.at_version) return false;
-  uint16_t fp[NFP];
-  fingerprint(W, pk.O * pk.I, fp);
-  return std::memcmp(fp, pk.fp, sizeof fp) == 0;
-}
-
-// Make (or check) the pack of a bf16 weight W (O, I), contiguous, CPU.
-inline void ensure_packed(const torch::Tensor& W) {
-  if (W.scalar_type() != at::kBFloat16 || W.dim() != 2 || !W.is_contiguous() || !W.device().is_cpu()) return;
-  const int64_t O = W.size(0), I = W.size(1);
-  if (O == 0 || I == 0) return;
-  const auto* w = reinterpret_cast<const uint16_t*>(W.data_ptr<at::BFloat16>());
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  const Key key{w, O, I};
-  auto it = r.packs.find(key);
-  if (it != r.packs.end() && valid(*it->second, w)) return;
-  for (auto j = r.packs.begin(); j != r.packs.end();)            // forget the packs of freed weights
-    j = !j->second->storage || j->second->storage->expired() ? r.packs.erase(j) : std::next(j);
-  auto pk = make_pack(w, O, I);
-  pk->storage.emplace(W.storage().getWeakStorageImpl());
-  if (!W.is_inference()) {
-    pk->version = std::make_unique<c10::VariableVersion>(W.unsafeGetTensorImpl()->version_counter());
-    pk->at_version = pk->version->current_version();
-  }
-  fingerprint(w, O * I, pk->fp);
-  r.packs[key] = pk;
-  ++r.made;
-}
-
-// The pack of W for this call: the registry's where it is still valid, else one made on the spot (correct, slow).
-inline std::shared_ptr<const Pack> pack_for(const at::BFloat16* W, int64_t O, int64_t I) {
-  const auto* w = reinterpret_cast<const uint16_t*>(W);
-  auto& r = registry();
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.packs.find(Key{w, O, I});
-    if (it != r.packs.end() && valid(*it->second, w)) return it->second;
-    ++r.temporary;
-  }
-  return make_pack(w, O, I);
-}
 
 // Each block is one sequential stream; several side by side defeat the hardware prefetcher's pace, so the tile
 // prefetches each PF_LINES cache lines ahead (measured on an AMD EPYC VM: 8 rows of x 9.0 → 7.8 ms over the
@@ -168,12 +36,11 @@ constexpr int64_t PF_LINES = 16;
 // same order. xp: the rows' pairs as 32-bit words (stride ip); P: the tile's first block.
 template <int NB, int MB>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) void tile(const uint32_t* xp, int64_t ip,
-                                                                        const uint16_t* P, float* io, int64_t p0,
+                                                                        const uint16_t* P, int64_t bs, float* io, int64_t p0,
                                                                         int64_t p1, bool fresh) {
   __m512 acc[NB][MB];
   for (int n = 0; n < NB; ++n)
     for (int m = 0; m < MB; ++m) acc[n][m] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(io + (m * NB + n) * LANES);
-  const int64_t bs = ip * 32;                                     // one block's bf16 values
   for (int64_t p = p0; p < p1; ++p) {
     for (int n = 0; n < NB; ++n)                                  // each block's stream, PF_LINES lines ahead
       _mm_prefetch(reinterpret_cast<const char*>(P + n * bs + (p + PF_LINES) * 32), _MM_HINT_T0);
@@ -190,51 +57,44 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) void tile(const
 }
 
 template <int NB>
-inline void span(const uint32_t* xp, int64_t ip, const uint16_t* P, float* io, int64_t mb, int64_t p0, int64_t p1,
+inline void span(const uint32_t* xp, int64_t ip, const uint16_t* P, int64_t bs, float* io, int64_t mb, int64_t p0, int64_t p1,
                  bool fresh) {
   switch (mb) {                                                   // mb ≤ 8 rows
-    case 1: tile<NB, 1>(xp, ip, P, io, p0, p1, fresh); break;
-    case 2: tile<NB, 2>(xp, ip, P, io, p0, p1, fresh); break;
-    case 3: tile<NB, 3>(xp, ip, P, io, p0, p1, fresh); break;
-    case 4: tile<NB, 4>(xp, ip, P, io, p0, p1, fresh); break;
-    case 5: tile<NB, 5>(xp, ip, P, io, p0, p1, fresh); break;
-    case 6: tile<NB, 6>(xp, ip, P, io, p0, p1, fresh); break;
-    case 7: tile<NB, 7>(xp, ip, P, io, p0, p1, fresh); break;
-    default: tile<NB, 8>(xp, ip, P, io, p0, p1, fresh); break;
+    case 1: tile<NB, 1>(xp, ip, P, bs, io, p0, p1, fresh); break;
+    case 2: tile<NB, 2>(xp, ip, P, bs, io, p0, p1, fresh); break;
+    case 3: tile<NB, 3>(xp, ip, P, bs, io, p0, p1, fresh); break;
+    case 4: tile<NB, 4>(xp, ip, P, bs, io, p0, p1, fresh); break;
+    case 5: tile<NB, 5>(xp, ip, P, bs, io, p0, p1, fresh); break;
+    case 6: tile<NB, 6>(xp, ip, P, bs, io, p0, p1, fresh); break;
+    case 7: tile<NB, 7>(xp, ip, P, bs, io, p0, p1, fresh); break;
+    default: tile<NB, 8>(xp, ip, P, bs, io, p0, p1, fresh); break;
   }
 }
 
 // Blocks [b, b + NB) against all M rows, into y (M, O) rounded to T. Up to 8 rows: one pass over every pair. More:
 // spans of KC pairs (NB · KC weight vectors, within L1), each span applied to the rows 8 at a time.
 template <int NB, typename T>
-inline void tile_rows(const uint32_t* xp, int64_t ip, const Pack& pk, int64_t b, T* y, int64_t M, float* io) {
+inline void tile_rows(const uint32_t* xp, const Pack& pk, int64_t b, T* y, int64_t M, float* io) {
   constexpr int64_t KC = 96;
-  const int64_t kc = M <= 8 ? ip : KC;
-  const uint16_t* P = pk.P.data() + b * ip * 32;
-  for (int64_t p0 = 0; p0 < ip; p0 += kc)
-    for (int64_t m0 = 0; m0 < M; m0 += 8)
-      span<NB>(xp + m0 * ip, ip, P, io + m0 * NB * LANES, std::min<int64_t>(8, M - m0), p0,
-               std::min(p0 + kc, ip), p0 == 0);
-  const int64_t o0 = b * LANES, n_out = std::min<int64_t>(NB * LANES, pk.O - o0);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < n_out; ++k) {
-      const float v = io[m * NB * LANES + k];
-      if constexpr (std::is_same_v<T, float>) y[m * pk.O + o0 + k] = v;
-      else y[m * pk.O + o0 + k] = T(v);                          // round to nearest even, once
-    }
+  const int64_t ip = pk.ip;
+  const uint16_t* P = pk.bf16(b);
+  spans_by_rows(ip, KC, M, 8, [&](int64_t m0, int64_t mb, int64_t p0, int64_t p1, bool fresh) {
+    span<NB>(xp + m0 * ip, ip, P, pk.bs, io + m0 * NB * LANES, mb, p0, p1, fresh);
+  });
+  round_into(io, NB * LANES, y, M, pk.O, b * LANES);
 }
 
 // Blocks [b0, b1) of one pack against all M rows, NB blocks a tile: NB·min(M, 8) accumulators, NB weight vectors
 // and a broadcast within the 32 zmm registers, and enough independent sums to cover the instruction's latency
 // (one row: a few blocks suffice, the weights arrive more slowly than they are multiplied).
 template <typename T>
-inline void blocks(const uint32_t* xp, int64_t ip, const Pack& pk, T* y, int64_t M, int64_t b0, int64_t b1) {
+inline void blocks(const uint32_t* xp, const Pack& pk, T* y, int64_t M, int64_t b0, int64_t b1) {
   std::vector<float> io(M * 8 * LANES);
   auto run = [&](auto nb_tag) {
     constexpr int NB = decltype(nb_tag)::value;
     int64_t b = b0;
-    for (; b + NB <= b1; b += NB) tile_rows<NB>(xp, ip, pk, b, y, M, io.data());
-    for (; b < b1; ++b) tile_rows<1>(xp, ip, pk, b, y, M, io.data());
+    for (; b + NB <= b1; b += NB) tile_rows<NB>(xp, pk, b, y, M, io.data());
+    for (; b < b1; ++b) tile_rows<1>(xp, pk, b, y, M, io.data());
   };
   if (M <= 1) run(std::integral_constant<int, 4>{});
   else if (M <= 3) run(std::integral_constant<int, 6>{});

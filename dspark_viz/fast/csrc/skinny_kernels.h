@@ -4,12 +4,14 @@
 // Width invariance: within one variant (dtype × instruction set × layout) every output y[m, o] is summed in
 // one order fixed by I alone — the same partial accumulators, combined the same way — whatever M is and
 // however the rows of W are split across threads (each output is one thread's whole sum). So a token's
-// product is bit-identical whether it is computed alone or beside 1–7 others.
+// product is bit-identical whether it is computed alone or beside up to 63 others. The packed outer-product forms
+// (packed_bf16.h, packed_avx2.h) take 1–64 rows a pass; the row layout 8.
 #pragma once
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
+#include "packed_avx2.h"
 #include "packed_bf16.h"
 
 #include <algorithm>
@@ -37,20 +39,10 @@ inline float widen(at::BFloat16 v) { return static_cast<float>(v); }
 inline void put(float* y, float v) { *y = v; }
 inline void put(at::BFloat16* y, float v) { *y = at::BFloat16(v); }   // round to nearest even
 
-// One register tile: NO weight rows [o, o + NO) against MB rows of x [m0, m0 + MB), over all of I. The
-// NO·MB accumulators, MB x vectors and a weight vector fit the 16 ymm registers, so every weight vector
-// loaded feeds MB FMAs and every x vector NO FMAs (a row at a time needed a load per FMA and ran out of
-// load slots from 3 rows up). Each (o, m) sum is one 8-lane accumulator over I, then the lanes: the same
-// order whatever M is, so a row's result does not depend on the rows beside it.
-// Reading NO rows side by side breaks the one long sequential stream the hardware prefetcher follows, so
-// the tile prefetches the weights PF_TILES tiles ahead itself (without it this layout lost to the rows).
-constexpr int64_t PF_TILES = 4;
-
 // Reading and arithmetic overlap badly from 3 rows of x up: while a thread multiplies the weight rows it holds into
 // every row of x, nothing fetches the rows it needs next, so the arithmetic adds to the reading (docs/roofline.md).
 // So the last pass over a weight row (or a group of them) prefetches, into L2, the row PF_AHEAD ahead in its stream,
-// as fast as it reads its own (the row layout and the bf16 dot product; the AVX2 tiles prefetch in their own way,
-// PF_TILES). 1–2 rows of x are bound by the reading alone and take no prefetch (it measured no faster). A prefetch
+// as fast as it reads its own (the row layout; the packed forms prefetch in their own way). 1–2 rows of x are bound by the reading alone and take no prefetch (it measured no faster). A prefetch
 // moves no value: the bits stay the same (prefetch_on, set_prefetch: A/B).
 constexpr int64_t PF_AHEAD = 4;
 constexpr int PF_MIN_ROWS = 3;
@@ -59,62 +51,9 @@ inline bool& prefetch_on() {
   return v;
 }
 
-template <int NO, int MB, typename T>
-__attribute__((noinline)) void tile(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o, int64_t m0) {
-  const int64_t Iv = I - I % 8;
-  const float* xr = x + m0 * I;
-  const T* w = W + o * I;
-  const int64_t ahead = o + PF_TILES * NO;
-  const char* pf = reinterpret_cast<const char*>(ahead + NO <= O ? W + ahead * I : w);  // NO·I weights, in step
-  __m256 acc[NO][MB];
-  for (int n = 0; n < NO; ++n)
-    for (int m = 0; m < MB; ++m) acc[n][m] = _mm256_setzero_ps();
-  constexpr int64_t STEP = NO * 8 * sizeof(T);                   // weight bytes one iteration consumes
-  for (int64_t i = 0; i < Iv; i += 8) {
-    for (int64_t b = 0; b < STEP; b += 64) _mm_prefetch(pf + i * NO * sizeof(T) + b, _MM_HINT_T0);
-    __m256 xv[MB];
-    for (int m = 0; m < MB; ++m) xv[m] = _mm256_loadu_ps(xr + m * I + i);
-    for (int n = 0; n < NO; ++n) {
-      const __m256 wv = load8(w + n * I + i);
-      for (int m = 0; m < MB; ++m) acc[n][m] = _mm256_fmadd_ps(wv, xv[m], acc[n][m]);
-    }
-  }
-  for (int n = 0; n < NO; ++n)
-    for (int m = 0; m < MB; ++m) {
-      float s = hsum(acc[n][m]);
-      for (int64_t i = Iv; i < I; ++i) s += widen(w[n * I + i]) * xr[m * I + i];   // tail: I not a multiple of 8
-      put(y + (m0 + m) * O + o + n, s);
-    }
-}
-
-// M ≤ 4 rows of x against weight rows [o0, o1): tiles of NO rows (NO·M + M + 1 ≤ 16 registers), single
-// rows for the remainder.
-template <int M, typename T>
-void few(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
-  constexpr int NO = M == 4 ? 2 : M == 3 ? 3 : 4;
-  int64_t o = o0;
-  for (; o + NO <= o1; o += NO) tile<NO, M>(x, W, y, I, O, o, 0);
-  for (; o < o1; ++o) tile<1, M>(x, W, y, I, O, o, 0);
-}
-
-// 4 + M2 rows (5…8): each pair of weight rows meets rows 0–3, then rows 4… while it is still in L1, so the
-// weights stream from memory once.
-template <int M2, typename T>
-void many(const float* x, const T* W, T* y, int64_t I, int64_t O, int64_t o0, int64_t o1) {
-  int64_t o = o0;
-  for (; o + 2 <= o1; o += 2) {
-    tile<2, 4>(x, W, y, I, O, o, 0);
-    tile<2, M2>(x, W, y, I, O, o, 4);
-  }
-  for (; o < o1; ++o) {
-    tile<1, 4>(x, W, y, I, O, o, 0);
-    tile<1, M2>(x, W, y, I, O, o, 4);
-  }
-}
-
-// The row layout: one weight row at a time, read as one long sequential stream, applied to every row of x.
-// fp32 weights (twice the bytes: streaming them is the bound) always take it; bf16 takes it only through
-// skinny_linear_rows (A/B against the tiles).
+// The row layout: one weight row at a time, read as one long sequential stream, applied to every row of x, 8 rows
+// a pass. fp32 takes it on CPUs with AVX-512 (stream512); elsewhere it runs only through skinny_linear_rows (A/B
+// against the packed forms).
 //
 // Width invariance: every output is summed in one fixed order whatever M is — ACC = 4 partial 8-lane
 // accumulators over consecutive 8-element blocks of I, added pairwise ((0 + 1) + (2 + 3)), then the lanes
@@ -289,20 +228,6 @@ void stream(const float* x, const T* W, T* y, int64_t M, int64_t I, int64_t O, i
   }
 }
 
-// bf16 weights: half the bytes, and one row at a time ran out of load slots from 3 rows of x up, so tiles.
-void tiled(const float* x, const at::BFloat16* W, at::BFloat16* y, int64_t M, int64_t I, int64_t O, int64_t o0, int64_t o1) {
-  switch (M) {
-    case 1: few<1>(x, W, y, I, O, o0, o1); break;
-    case 2: few<2>(x, W, y, I, O, o0, o1); break;
-    case 3: few<3>(x, W, y, I, O, o0, o1); break;
-    case 4: few<4>(x, W, y, I, O, o0, o1); break;
-    case 5: many<1>(x, W, y, I, O, o0, o1); break;
-    case 6: many<2>(x, W, y, I, O, o0, o1); break;
-    case 7: many<3>(x, W, y, I, O, o0, o1); break;
-    default: many<4>(x, W, y, I, O, o0, o1); break;
-  }
-}
-
 }  // namespace
 
 // The AVX-512 variant where the CPU has it, unless switched off (set_isa, for A/B and the tests).
@@ -313,11 +238,21 @@ inline int& isa_choice() {                   // 0 = AVX2, 1 = AVX-512 where avai
 inline bool use_avx512() { return isa_choice() == 1 && has_avx512(); }
 inline bool use_bf16_dot() { return isa_choice() == 1 && has_avx512_bf16(); }
 
+// The packed layout (packs.h) a product of dtype T takes in the variant in use, or −1 (the row layout): bf16 in
+// BF16X16 on AVX512-BF16, else in BF16X8; fp32 in F32X8 where the variant is AVX2 (AVX-512 keeps its rows).
+inline int pack_kind(bool bf16, bool row_layout) {
+  if (row_layout) return -1;
+  if (bf16) return use_bf16_dot() ? packed::BF16X16 : packed::BF16X8;
+  return use_avx512() ? -1 : packed::F32X8;
+}
+
 // The entry points name the weights they will multiply, so that their packs exist before the products run
 // (a product whose weight has no valid pack packs it on the spot: the same bits, much slower).
 inline void ensure_weights(const std::vector<torch::Tensor>& ws) {
-  if (use_bf16_dot())
-    for (const auto& w : ws) packed::ensure_packed(w);
+  for (const auto& w : ws) {
+    const int kind = pack_kind(w.scalar_type() == at::kBFloat16, false);
+    if (kind >= 0) packed::ensure_packed(w, kind);
+  }
 }
 
 // One product of a run_all call: y (M, O) = x · W (O, I)ᵀ, every product of the call sharing x.
@@ -333,8 +268,9 @@ struct Product {
 // code on the same values as a call of its own, so the bits do not depend on the grouping.
 template <typename T>
 inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t M, int64_t I, bool row_layout) {
-  const bool packed_form = !std::is_same_v<T, float> && !row_layout && use_bf16_dot();
-  const int64_t cap = packed_form ? packed::MAX_M : 8;          // rows one pass takes
+  constexpr bool BF = !std::is_same_v<T, float>;
+  const int kind = pack_kind(BF, row_layout);
+  const int64_t cap = kind >= 0 ? packed::MAX_M : 8;             // rows one pass takes
   if (M > cap) {                         // blocks of rows: each row's sums are its own, so the bits stay the same
     for (int64_t m0 = 0; m0 < M; m0 += cap) {
       std::vector<Product<T>> part;
@@ -343,46 +279,47 @@ inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t 
     }
     return;
   }
-  int64_t total = 0;
-  for (const auto& p : ps) total += p.O;
-  auto each = [&](int64_t a, int64_t b, auto&& body) {       // body(p, o0, o1) over the products' rows in [a, b)
-    int64_t base = 0;
-    for (const auto& p : ps) {
-      const int64_t lo = std::max(a, base), hi = std::min(b, base + p.O);
-      if (lo < hi) body(p, lo - base, hi - base);
-      base += p.O;
-    }
-  };
-  if constexpr (!std::is_same_v<T, float>) {
-    if (packed_form) {                                         // AVX512-BF16: the packed outer-product form
-      const int64_t ip = (I + 1) / 2;
-      std::vector<uint32_t> xw(M * ip, 0);                       // x narrowed once, exactly, as bf16 pairs
+  if (kind >= 0) {                                               // a packed outer-product form
+    std::vector<uint32_t> xw;                                    // AVX512-BF16: x narrowed once, exactly, to pairs
+    const int64_t ip = (I + 1) / 2;
+    if (kind == packed::BF16X16) {
+      xw.assign(M * ip, 0);
       auto* xb = reinterpret_cast<uint16_t*>(xw.data());
       for (int64_t m = 0; m < M; ++m)
         for (int64_t i = 0; i < I; ++i) xb[m * 2 * ip + i] = at::BFloat16(xp[m * I + i]).x;
-      std::vector<std::shared_ptr<const packed::Pack>> pks;
-      int64_t blocks = 0;
-      for (const auto& p : ps) pks.push_back(packed::pack_for(p.W, p.O, I)), blocks += pks.back()->nb;
-      at::parallel_for(0, blocks, 4, [&](int64_t a, int64_t b) {
-        int64_t base = 0;
-        for (size_t k = 0; k < ps.size(); ++k) {
-          const int64_t nb = pks[k]->nb, lo = std::max(a, base), hi = std::min(b, base + nb);
-          if (lo < hi) packed::blocks(xw.data(), ip, *pks[k], ps[k].y, M, lo - base, hi - base);
-          base += nb;
-        }
-      });
-      return;
     }
-  }
-  at::parallel_for(0, total, 64, [&](int64_t a, int64_t b) {
-    each(a, b, [&](const Product<T>& p, int64_t o0, int64_t o1) {
-      if constexpr (std::is_same_v<T, float>) {                                   // fp32: always rows
-        if (use_avx512()) stream512(xp, p.W, p.y, M, I, p.O, o0, o1);
-        else stream(xp, p.W, p.y, M, I, p.O, o0, o1);
+    std::vector<std::shared_ptr<const packed::Pack>> pks;
+    int64_t blocks = 0;
+    for (const auto& p : ps) pks.push_back(packed::pack_for(p.W, p.O, I, kind)), blocks += pks.back()->nb;
+    at::parallel_for(0, blocks, 4, [&](int64_t a, int64_t b) {
+      int64_t base = 0;
+      for (size_t k = 0; k < ps.size(); ++k) {
+        const int64_t nb = pks[k]->nb, lo = std::max(a, base), hi = std::min(b, base + nb);
+        if (lo < hi) {
+          if (kind == packed::BF16X16) packed::blocks(xw.data(), *pks[k], ps[k].y, M, lo - base, hi - base);
+          else packed::blocks8(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
+        }
+        base += nb;
       }
-      else if (row_layout) stream(xp, p.W, p.y, M, I, p.O, o0, o1);
-      else tiled(xp, p.W, p.y, M, I, p.O, o0, o1);
     });
+    return;
+  }
+  int64_t total = 0;
+  for (const auto& p : ps) total += p.O;
+  at::parallel_for(0, total, 64, [&](int64_t a, int64_t b) {     // the row layout over the products' rows [a, b)
+    int64_t base = 0;
+    for (const auto& p : ps) {
+      const int64_t lo = std::max(a, base), hi = std::min(b, base + p.O);
+      if (lo < hi) {
+        if constexpr (!BF) {
+          if (use_avx512()) stream512(xp, p.W, p.y, M, I, p.O, lo - base, hi - base);
+          else stream(xp, p.W, p.y, M, I, p.O, lo - base, hi - base);
+        } else {
+          stream(xp, p.W, p.y, M, I, p.O, lo - base, hi - base);
+        }
+      }
+      base += p.O;
+    }
   });
 }
 

@@ -3,9 +3,9 @@
 // A decode step on a small model is bound by streaming the weights from memory. BLAS libraries pick
 // kernels tuned for large M; with 2–8 rows (the tokens a speculative round verifies) they can run
 // slower than one row, and they pick another kernel (another summation order) for each M. Here each weight is read
-// from memory once for all rows of x: bf16 on a CPU with AVX512-BF16 in the packed outer-product form
-// (packed_bf16.h: 1–64 rows a pass), everything else in register tiles of a few weight rows × up to 4 rows of x,
-// 8 rows a pass (skinny_kernels.h).
+// from memory once for all rows of x, 1–64 rows a pass, in a packed outer-product form: bf16 by vdpbf16ps on a CPU
+// with AVX512-BF16 (packed_bf16.h), fp32 and bf16 by AVX2 FMAs elsewhere (packed_avx2.h); fp32 on a CPU with
+// AVX-512 in 16-lane rows, 8 rows a pass (skinny_kernels.h).
 //
 // Shapes: x (M, I) contiguous, W (O, I) contiguous → y (M, O). at::parallel_for splits the rows of W across
 // torch's intra-op threads (built with -fopenmp, it shares torch's own OpenMP runtime and thread count).
@@ -32,12 +32,12 @@ torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
   const int64_t M = x.size(0), I = x.size(1), O = W.size(0);
   TORCH_CHECK(M >= 1 && M <= packed::MAX_M, "skinny_linear: 1..64 rows, got ", M);
   auto y = torch::empty({M, O}, x.options());
+  if (!row_layout) ensure_weights({W});
   if (dt == at::kFloat) {
     x = x.contiguous();
     run<float>(x.data_ptr<float>(), W.data_ptr<float>(), y.data_ptr<float>(), M, I, O, row_layout);
   } else {
     const auto xf = x.to(at::kFloat).contiguous();                 // (M, I) fp32, exact
-    if (!row_layout) ensure_weights({W});
     run<at::BFloat16>(xf.data_ptr<float>(), W.data_ptr<at::BFloat16>(), y.data_ptr<at::BFloat16>(), M, I, O, row_layout);
   }
   return y;
@@ -58,7 +58,7 @@ void set_isa(const std::string& name) {
 // the same bits either way: bench_matmul.py --what prefetch times it).
 bool prefetch() { return prefetch_on(); }
 
-// The bf16 packs (packed_bf16.h): {"live": packs held now, "made": made from a weight, "on_the_spot": products
+// The weight packs (packs.h): {"live": packs held now, "made": made from a weight, "on_the_spot": products
 // whose weight had no valid pack}.
 std::map<std::string, int64_t> pack_stats() {
   auto& r = packed::registry();
@@ -66,9 +66,9 @@ std::map<std::string, int64_t> pack_stats() {
   return {{"live", static_cast<int64_t>(r.packs.size())}, {"made", r.made}, {"on_the_spot", r.temporary}};
 }
 
-// The most rows of x one pass over the weights takes: 64 for bf16 in the packed form, else 8 (a call of up to 64
+// The most rows of x one pass over the weights takes: 64 in a packed form, 8 in the row layout (a call of up to 64
 // rows reads the weights once per such block).
-int64_t max_rows(bool bf16) { return bf16 && use_bf16_dot() ? packed::MAX_M : 8; }
+int64_t max_rows(bool bf16) { return pack_kind(bf16, false) >= 0 ? packed::MAX_M : 8; }
 void set_prefetch(bool on) { prefetch_on() = on; }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -76,10 +76,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_isa", &set_isa, "choose the kernel variant (avx2 or avx512; avx512 falls back to avx2 without it)");
   m.def("prefetch", &prefetch, "whether the kernel prefetches weight rows ahead (3+ rows of x)");
   m.def("set_prefetch", &set_prefetch, "switch that prefetch on or off (A/B; the bits are the same)");
-  m.def("pack_stats", &pack_stats, "the bf16 weight packs: live, made, products packed on the spot");
-  m.def("max_rows", &max_rows, "the most rows of x one pass over the weights takes (bf16 in the packed form: 64; else 8)");
+  m.def("pack_stats", &pack_stats, "the weight packs: live, made, products packed on the spot");
+  m.def("max_rows", &max_rows, "the most rows of x one pass over the weights takes (a packed form: 64; the row layout: 8)");
   m.def("skinny_linear", &skinny_linear, "y = x·Wᵀ for 1..64 rows of x (fp32 or bf16)");
-  m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B: bf16 otherwise takes tiles)");
+  m.def("skinny_linear_rows", &skinny_linear_rows, "the same in the row layout (A/B against the packed forms)");
   m.def("layer_qkv", &layer_qkv, "decoder layer, first half: RMSNorm, q/k/v projections, rotary (decoder_layer.h)");
   m.def("layer_rest", &layer_rest, "decoder layer, second half: causal attention over the cache, o-projection, MLP");
   m.def("layer_rest_full", &layer_rest_full, "the same, every query attending to all keys (a parallel draft block)");

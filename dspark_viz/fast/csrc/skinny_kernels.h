@@ -42,8 +42,8 @@ inline void put(at::BFloat16* y, float v) { *y = at::BFloat16(v); }   // round t
 // Reading and arithmetic overlap badly from 3 rows of x up: while a thread multiplies the weight rows it holds into
 // every row of x, nothing fetches the rows it needs next, so the arithmetic adds to the reading (docs/roofline.md).
 // So the last pass over a weight row (or a group of them) prefetches, into L2, the row PF_AHEAD ahead in its stream,
-// as fast as it reads its own (the row layout; the packed forms prefetch in their own way). 1–2 rows of x are bound by the reading alone and take no prefetch (it measured no faster). A prefetch
-// moves no value: the bits stay the same (prefetch_on, set_prefetch: A/B).
+// as fast as it reads its own (the row layout; the packed forms prefetch in their own way). 1–2 rows of x are bound
+// by the reading alone and take no prefetch (it measured no faster). A prefetch moves no value: the bits stay the same (prefetch_on, set_prefetch: A/B).
 constexpr int64_t PF_AHEAD = 4;
 constexpr int PF_MIN_ROWS = 3;
 inline bool& prefetch_on() {
@@ -246,6 +246,9 @@ inline int pack_kind(bool bf16, bool row_layout) {
   return use_avx512() ? -1 : packed::F32X8;
 }
 
+// The most rows of x one pass over the weights takes: 64 in a packed form, 8 in the row layout.
+inline int64_t rows_a_pass(int kind) { return kind >= 0 ? packed::MAX_M : 8; }
+
 // The entry points name the weights they will multiply, so that their packs exist before the products run
 // (a product whose weight has no valid pack packs it on the spot: the same bits, much slower).
 inline void ensure_weights(const std::vector<torch::Tensor>& ws) {
@@ -270,7 +273,7 @@ template <typename T>
 inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t M, int64_t I, bool row_layout) {
   constexpr bool BF = !std::is_same_v<T, float>;
   const int kind = pack_kind(BF, row_layout);
-  const int64_t cap = kind >= 0 ? packed::MAX_M : 8;             // rows one pass takes
+  const int64_t cap = rows_a_pass(kind);
   if (M > cap) {                         // blocks of rows: each row's sums are its own, so the bits stay the same
     for (int64_t m0 = 0; m0 < M; m0 += cap) {
       std::vector<Product<T>> part;

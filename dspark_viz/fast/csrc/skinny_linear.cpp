@@ -68,7 +68,7 @@ std::map<std::string, int64_t> pack_stats() {
 
 // The most rows of x one pass over the weights takes: 64 in a packed form, 8 in the row layout (a call of up to 64
 // rows reads the weights once per such block).
-int64_t max_rows(bool bf16) { return pack_kind(bf16, false) >= 0 ? packed::MAX_M : 8; }
+int64_t max_rows(bool bf16) { return rows_a_pass(pack_kind(bf16, false)); }
 void set_prefetch(bool on) { prefetch_on() = on; }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

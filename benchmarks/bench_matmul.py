@@ -8,7 +8,7 @@
 ``--what matmul`` (default): stock torch matmuls vs the few-row kernel (dspark_viz/fast/kernels.py);
 ``--what attention``: transformers' SDPA (repeat_kv) vs packed grouped-query attention (dspark_viz/fast/attention.py);
 ``--what layers``: transformers' decoder-layer forward vs the lean one (dspark_viz/fast/lean.py);
-``--what kernel``: the kernel's row layout vs its register tiles (bf16; fp32 runs rows in both columns);
+``--what kernel``: the kernel's row layout vs its packed outer-product form;
 ``--what fused``: the lean Python layer forward vs the fused native one (fast/csrc/decoder_layer.h, lean.unfused);
 ``--what prefetch``: the kernel without vs with its prefetch of the weight rows ahead (3+ tokens; kernels.no_prefetch;
 the row layout and the bf16 dot product — bf16 in the AVX2 tiles prefetches on its own in both columns).
@@ -97,8 +97,6 @@ def main() -> None:
         print("(1–2 tokens take no prefetch in either column: only 3+ rows of x prefetch)")
         if a.dtype == "bf16" and kernels.load().isa() != "avx512+bf16":
             print("(bf16 runs the AVX2 tiles here, which prefetch in both columns: the columns differ only by noise)")
-    if a.what == "kernel" and a.dtype == "fp32":
-        print("(fp32 runs the row layout in both columns: the tiles are for bf16)")
     if a.json:
         Path(a.json).write_text(json.dumps(dict(what=a.what, dtype=a.dtype, threads=a.threads, context=a.context, repeats=a.repeats,
                                                 rows=rows),

@@ -52,8 +52,8 @@ def test_isa_names_the_variant_in_use(ext):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype,rows,outer", [(torch.float32, 4, 1536), (torch.bfloat16, 20, 1000)])
 def test_threads_split_rows_without_changing_results(ext, threads, dtype, rows, outer):
-    """Rows of W split across torch's threads: every output is the same sum, whatever the split (bf16 past 8 rows:
-    the packed form where the CPU has AVX512-BF16)."""
+    """Rows of W split across torch's threads: every output is the same sum, whatever the split (1–64 rows in the
+    packed forms)."""
     g = torch.Generator().manual_seed(7)
     x, w = torch.randn(rows, 576, generator=g).to(dtype), torch.randn(outer, 576, generator=g).to(dtype)
     before = torch.get_num_threads()
@@ -234,13 +234,10 @@ def test_bf16_tiles_and_row_layout_agree(ext, rows):
         assert bool(((y.double() - exact.bfloat16().double()).abs() <= step + 1e-6).all())
     for m in range(rows):                                                 # row independence of the tiles
         assert torch.equal(tiles[m], ext.skinny_linear(x[m:m + 1], w)[0])
-    xf, wf = x.float(), w.float()           # fp32: the row layout on AVX-512 (8 rows a pass), else the packed form
+    xf, wf = x.float(), w.float()           # fp32: the packed form against the row layout's other order
     with kernels.row_layout(ext):
         ref = ext.skinny_linear(xf, wf)
-    if ext.max_rows(False) == 8:
-        assert torch.equal(ext.skinny_linear(xf, wf), ref)
-    else:
-        torch.testing.assert_close(ext.skinny_linear(xf, wf), ref, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(ext.skinny_linear(xf, wf), ref, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.slow
@@ -294,14 +291,35 @@ def test_a_row_gets_the_same_bits_whatever_rows_share_the_call(ext, isa, dtype, 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_up_to_64_rows_keep_each_rows_bits_in_every_variant(ext, isa, dtype):
-    """Past one pass's rows (8; 64 for bf16 in the packed form) a call reads the weights once per pass: row m of a
-    product of up to 64 rows still equals the same row alone, bit for bit, in every variant."""
+    """Row m of a product of up to 64 rows (one pass over the weights in the packed forms) equals the same row
+    alone, bit for bit, in every variant."""
     g = torch.Generator().manual_seed(64)
     x = torch.randn(64, 576, generator=g).to(dtype)
     w = torch.randn(300, 576, generator=g).to(dtype)
     alone = torch.cat([ext.skinny_linear(x[m:m + 1], w) for m in range(64)])
     for rows in (9, 17, 40, 64):
         assert torch.equal(ext.skinny_linear(x[:rows], w), alone[:rows]), (isa, dtype, rows)
+
+
+@pytest.mark.parametrize("inner,outer", [(576, 1536), (1536, 576), (577, 203), (13, 7), (1, 1)])
+def test_fp32_has_the_same_bits_in_both_variants(ext, inner, outer):
+    """fp32 in the AVX-512 form (16-output blocks) and the AVX2 form (8-output blocks) fuse the products into one
+    accumulator per output in the same order: every row of 1–64 gets the same bits in both variants (a CPU without
+    AVX-512F runs the AVX2 form twice)."""
+    g = torch.Generator().manual_seed(inner * outer)
+    x = torch.randn(64, inner, generator=g)
+    w = torch.randn(outer, inner, generator=g)
+    try:
+        by = {}
+        for isa in ("avx512", "avx2"):
+            ext.set_isa(isa)
+            by[isa] = [ext.skinny_linear(x[:rows], w) for rows in (1, 3, 8, 9, 64)]
+    finally:
+        ext.set_isa("avx512")
+    for a, b in zip(by["avx512"], by["avx2"]):
+        assert torch.equal(a, b)
+    exact = x.double() @ w.double().t()
+    assert bool(((by["avx512"][-1].double() - exact).abs() <= 1e-6 * (x.double().abs() @ w.double().abs().t())).all())
 
 
 def test_native_sample_draws_what_sampling_sample_draws(ext):

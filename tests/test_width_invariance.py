@@ -83,8 +83,7 @@ def test_a_token_gets_the_same_bits_alone_and_in_any_block(target, path):
 @pytest.mark.parametrize("path", ["fast", "fast-avx2"])
 def test_a_token_gets_the_same_bits_in_forwards_of_up_to_64(target, path):
     """Past 8 tokens one sequence's forward stays on the fused path (its products read each weight once for up
-    to 64 rows, or once per 8 rows for fp32 in the AVX-512 variant — the AVX2 variant forced where the CPU has
-    more): 40 tokens give the bits they get one at a time, in one forward of 40, in 12 + 28 and 9 + 31, at 1 and 2
+    to 64 rows, in each variant — the AVX2 one forced where the CPU has more): 40 tokens give the bits they get one at a time, in one forward of 40, in 12 + 28 and 9 + 31, at 1 and 2
     threads."""
     t = target
     if path not in tune.paths_here(t.dtype):

@@ -34,7 +34,7 @@ import torch
 
 from ..fast import FastPaths, tune
 from ..model.target import DEFAULT_ID
-from ..fast.kernels import LAYOUT, native_bf16_gemm
+from ..fast.kernels import native_bf16_gemm
 from ..fast.lean import fused
 
 try:
@@ -64,9 +64,8 @@ def machine_info(target=None) -> dict:
             info["stack"] = "straight-line"              # fast/stack.py around the layers
         if str(target.device) == "cpu":                 # bf16 products: torch's GEMM or widened to fp32
             info["bf16_gemm"] = "native" if native_bf16_gemm() else "widened"
-            if info["matmul"] == "skinny-kernel":       # the few-row kernel's layout
-                rows = info["dtype"] == "float32" and "avx512f" in info["cpu_flags"] and paths.at(1) == "fast"
-                info["kernel"] = LAYOUT if rows else "packed"    # csrc/packed_bf16.h, packed_avx2.h; fp32 on AVX-512: rows
+            if info["matmul"] == "skinny-kernel":       # the few-row kernel's layout: csrc/packed_*.h
+                info["kernel"] = "packed"
             info["path_choice"] = paths.choice
             info["size_paths"] = {str(n): p for n, p in sorted(paths.sizes.items())}
         if str(target.device).startswith("cuda"):

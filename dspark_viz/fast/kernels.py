@@ -9,11 +9,14 @@ several requests' blocks in one forward):
 - bf16 on a CPU with AVX512-BF16 (AMD Zen 4, Intel Xeons from Cooper Lake on): the weights repacked once into
   blocks of 16 outputs, vdpbf16ps adding a broadcast pair of x into 16 outputs at a time (csrc/packed_bf16.h),
   all 64 rows in one pass over the weights;
-- fp32, and bf16 on other CPUs: AVX2 + FMA in the same outer-product form with blocks of 8 outputs (csrc/packed_avx2.h;
-  bf16 weights widened to fp32 in registers, exactly), all 64 rows in one pass;
-- fp32 on a CPU with AVX-512: 16-lane rows, one weight row at a time against every row of x, 8 rows a pass
-  (``LAYOUT``; this row layout stays for A/B everywhere: ``row_layout``, ``benchmarks/bench_matmul.py --what kernel``;
-  ``ext.max_rows`` says which).
+- fp32 on a CPU with AVX-512F: the same outer-product form with blocks of 16 outputs and fp32 FMAs
+  (csrc/packed_avx512.h), all 64 rows in one pass;
+- fp32 elsewhere, and bf16 on other CPUs: AVX2 + FMA in that form with blocks of 8 outputs (csrc/packed_avx2.h;
+  bf16 weights widened to fp32 in registers, exactly), all 64 rows in one pass — for fp32 the same summation order
+  as the AVX-512 form, so an fp32 product has the same bits in both variants.
+
+A row layout (one weight row at a time against every row of x, 8 rows a pass) stays for A/B:
+``row_layout``, ``benchmarks/bench_matmul.py --what kernel``; ``ext.max_rows`` says how many rows one pass takes.
 
 The same extension carries the fused decoder layer (``csrc/decoder_layer.h``, used by lean.py): norm, rotary,
 attention and the SiLU gate as native loops around these products, two calls per layer.
@@ -51,7 +54,6 @@ import torch
 from ..settings import cache_dir, switch
 
 MIN_ROWS, MAX_ROWS = 1, 64         # forwards with this many tokens take the kernel
-LAYOUT = "rows"                    # fp32 on AVX-512: one weight row at a time (elsewhere the packed forms)
 SOURCE = Path(__file__).with_name("csrc") / "skinny_linear.cpp"
 
 
@@ -173,7 +175,7 @@ def linear(ext, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
 
 @contextlib.contextmanager
 def row_layout(ext):
-    """Inside the block the kernel runs its row layout for bf16 too (A/B against the tiles; fp32 always rows)."""
+    """Inside the block the kernel runs its row layout (A/B against the packed forms), fp32 and bf16."""
     tiles = ext.skinny_linear
     ext.skinny_linear = ext.skinny_linear_rows
     try:

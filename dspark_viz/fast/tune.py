@@ -4,8 +4,8 @@ once, kept in the cache with a fingerprint of the machine.
 Legend: n tokens in one target forward (1 … 8: a decode step, or the anchor plus up to 7 drafts), ms median
 milliseconds.
 
-Paths: ``fast`` (the project's few-token path; its kernel in AVX-512 where the CPU has it: fp32 in 16-lane
-rows, bf16 by vdpbf16ps with AVX512-BF16), ``fast-avx2`` (the same with the AVX2 kernel; measured only where
+Paths: ``fast`` (the project's few-token path; its kernel in AVX-512 where the CPU has it: fp32 in 16-output
+blocks, bf16 by vdpbf16ps with AVX512-BF16), ``fast-avx2`` (the same with the AVX2 kernel; measured only where
 an AVX-512 variant exists) and ``stock`` (torch / transformers).
 One path per dtype, never one per size: each variant is one arithmetic for every width (the kernel's summation
 order per output does not depend on how many rows share a call), so a token's logits are the same whether it

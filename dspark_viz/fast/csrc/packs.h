@@ -1,9 +1,10 @@
-// The weight packs of the outer-product kernels (packed_bf16.h, packed_avx2.h): each weight W (O, I) the kernel
-// multiplies, copied once into blocks of LANES outputs so that one vector load holds the same input of LANES
-// outputs. Three layouts (Kind):
+// The weight packs of the outer-product kernels (packed_bf16.h, packed_avx512.h, packed_avx2.h): each weight W (O, I)
+// the kernel multiplies, copied once into blocks of LANES outputs so that one vector load holds the same input of
+// LANES outputs. Four layouts (Kind):
 //
 //   BF16X16  bf16, 16 outputs a block, pair-interleaved:  P[b][p][2j + e] = W[16b + j][2p + e]   (AVX512-BF16)
 //   BF16X8   bf16,  8 outputs a block, pair-interleaved:  P[b][p][2j + e] = W[8b + j][2p + e]    (AVX2)
+//   F32X16   fp32, 16 outputs a block:                    P[b][i][j]      = W[16b + j][i]        (AVX-512F)
 //   F32X8    fp32,  8 outputs a block:                    P[b][i][j]      = W[8b + j][i]         (AVX2)
 //
 // (b < ⌈O/LANES⌉, p < ⌈I/2⌉, j < LANES, e < 2; zeros past O or I.) Each (b, p) or (b, i) vector is 32 or 64 bytes,
@@ -33,9 +34,9 @@ namespace packed {
 constexpr int64_t MAX_M = 64;                 // rows of x per call
 constexpr int NFP = 16;                       // 16-bit words in a pack's fingerprint
 
-enum Kind : int { BF16X16 = 0, BF16X8 = 1, F32X8 = 2 };
-inline constexpr int64_t lanes(int kind) { return kind == BF16X16 ? 16 : 8; }
-inline constexpr bool is_bf16(int kind) { return kind != F32X8; }
+enum Kind : int { BF16X16 = 0, BF16X8 = 1, F32X8 = 2, F32X16 = 3 };
+inline constexpr int64_t lanes(int kind) { return kind == BF16X16 || kind == F32X16 ? 16 : 8; }
+inline constexpr bool is_bf16(int kind) { return kind == BF16X16 || kind == BF16X8; }
 
 template <typename V>
 struct Aligned64Of {                          // an allocator of 64-byte aligned memory (a vector per cache line)
@@ -59,7 +60,7 @@ using Aligned64 = Aligned64Of<uint16_t>;
 struct Pack {
   int kind = BF16X16;
   int64_t O = 0, I = 0, nb = 0, ip = 0;       // nb blocks of lanes(kind) outputs, ip pairs of inputs
-  int64_t bs = 0;                             // one block's 16-bit words: ip · 2 · lanes (bf16), I · 2 · 8 (fp32)
+  int64_t bs = 0;                             // one block's 16-bit words: ip · 2 · lanes (bf16), I · 2 · lanes (fp32)
   std::vector<uint16_t, Aligned64> P;         // (nb, bs) words: bf16 bits, or fp32 values as word pairs
   std::optional<c10::weak_intrusive_ptr<c10::StorageImpl>> storage;   // the weight's (none: made on the spot)
   std::unique_ptr<c10::VariableVersion> version;   // null for inference tensors (no counter)

@@ -5,13 +5,14 @@
 // one order fixed by I alone — the same partial accumulators, combined the same way — whatever M is and
 // however the rows of W are split across threads (each output is one thread's whole sum). So a token's
 // product is bit-identical whether it is computed alone or beside up to 63 others. The packed outer-product forms
-// (packed_bf16.h, packed_avx2.h) take 1–64 rows a pass; the row layout 8.
+// (packed_bf16.h, packed_avx512.h, packed_avx2.h) take 1–64 rows a pass; the row layout 8.
 #pragma once
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
 #include <immintrin.h>
 
 #include "packed_avx2.h"
+#include "packed_avx512.h"
 #include "packed_bf16.h"
 
 #include <algorithm>
@@ -52,8 +53,7 @@ inline bool& prefetch_on() {
 }
 
 // The row layout: one weight row at a time, read as one long sequential stream, applied to every row of x, 8 rows
-// a pass. fp32 takes it on CPUs with AVX-512 (stream512); elsewhere it runs only through skinny_linear_rows (A/B
-// against the packed forms).
+// a pass. It runs only through skinny_linear_rows (A/B against the packed forms, stream512 in the AVX-512 variant).
 //
 // Width invariance: every output is summed in one fixed order whatever M is — ACC = 4 partial 8-lane
 // accumulators over consecutive 8-element blocks of I, added pairwise ((0 + 1) + (2 + 3)), then the lanes
@@ -239,11 +239,11 @@ inline bool use_avx512() { return isa_choice() == 1 && has_avx512(); }
 inline bool use_bf16_dot() { return isa_choice() == 1 && has_avx512_bf16(); }
 
 // The packed layout (packs.h) a product of dtype T takes in the variant in use, or −1 (the row layout): bf16 in
-// BF16X16 on AVX512-BF16, else in BF16X8; fp32 in F32X8 where the variant is AVX2 (AVX-512 keeps its rows).
+// BF16X16 on AVX512-BF16, else in BF16X8; fp32 in F32X16 on AVX-512F, else in F32X8 (the same bits).
 inline int pack_kind(bool bf16, bool row_layout) {
   if (row_layout) return -1;
   if (bf16) return use_bf16_dot() ? packed::BF16X16 : packed::BF16X8;
-  return use_avx512() ? -1 : packed::F32X8;
+  return use_avx512() ? packed::F32X16 : packed::F32X8;
 }
 
 // The most rows of x one pass over the weights takes: 64 in a packed form, 8 in the row layout.
@@ -300,6 +300,7 @@ inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t 
         const int64_t nb = pks[k]->nb, lo = std::max(a, base), hi = std::min(b, base + nb);
         if (lo < hi) {
           if (kind == packed::BF16X16) packed::blocks(xw.data(), *pks[k], ps[k].y, M, lo - base, hi - base);
+          else if (kind == packed::F32X16) packed::blocks16(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
           else packed::blocks8(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
         }
         base += nb;

@@ -4,8 +4,8 @@
 // kernels tuned for large M; with 2–8 rows (the tokens a speculative round verifies) they can run
 // slower than one row, and they pick another kernel (another summation order) for each M. Here each weight is read
 // from memory once for all rows of x, 1–64 rows a pass, in a packed outer-product form: bf16 by vdpbf16ps on a CPU
-// with AVX512-BF16 (packed_bf16.h), fp32 and bf16 by AVX2 FMAs elsewhere (packed_avx2.h); fp32 on a CPU with
-// AVX-512 in 16-lane rows, 8 rows a pass (skinny_kernels.h).
+// with AVX512-BF16 (packed_bf16.h), fp32 by AVX-512 FMAs on a CPU with AVX-512F (packed_avx512.h), fp32 and bf16 by
+// AVX2 FMAs elsewhere (packed_avx2.h). A row layout, 8 rows a pass, stays for A/B (skinny_kernels.h).
 //
 // Shapes: x (M, I) contiguous, W (O, I) contiguous → y (M, O). at::parallel_for splits the rows of W across
 // torch's intra-op threads (built with -fopenmp, it shares torch's own OpenMP runtime and thread count).
@@ -46,7 +46,7 @@ torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
 torch::Tensor skinny_linear(torch::Tensor x, torch::Tensor W) { return product(x, W, false); }
 torch::Tensor skinny_linear_rows(torch::Tensor x, torch::Tensor W) { return product(x, W, true); }
 
-// Which variant runs: "avx512" (fp32 in 16-lane rows where the CPU has AVX-512F; bf16 by vdpbf16ps where it
+// Which variant runs: "avx512" (fp32 in 16-output blocks where the CPU has AVX-512F; bf16 by vdpbf16ps where it
 // also has AVX512-BF16, reported as "avx512+bf16") or "avx2".
 std::string isa() { return use_bf16_dot() ? "avx512+bf16" : use_avx512() ? "avx512" : "avx2"; }
 void set_isa(const std::string& name) {

@@ -19,9 +19,10 @@ def ext():
     return mod
 
 
-@pytest.fixture(params=["avx2", "avx512"])
+@pytest.fixture(params=["avx2", "avx512", "avx512-fma"])
 def isa(request, ext):
-    """Each fp32 variant in turn (avx512 runs the AVX2 code on a CPU without AVX-512F)."""
+    """Each variant in turn (avx512 runs the AVX2 code on a CPU without AVX-512F; avx512-fma is avx512 on a CPU
+    without AVX512-BF16)."""
     ext.set_isa(request.param)
     yield request.param
     ext.set_isa("avx512")
@@ -43,10 +44,13 @@ def test_matches_stock_product(ext, isa, rows, inner, outer):
 def test_isa_names_the_variant_in_use(ext):
     ext.set_isa("avx2")
     assert ext.isa() == "avx2"
+    ext.set_isa("avx512-fma")                                    # AVX-512 FMAs alone: never the bf16 dot product
+    assert ext.isa() in ("avx512", "avx2")
     ext.set_isa("avx512")
     assert ext.isa() in ("avx512+bf16", "avx512", "avx2")        # what this CPU has
-    with pytest.raises(RuntimeError, match="avx2 or avx512"):
+    with pytest.raises(RuntimeError, match="avx2, avx512 or avx512-fma"):
         ext.set_isa("sse")
+    ext.set_isa("avx512")
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -320,6 +324,24 @@ def test_fp32_has_the_same_bits_in_both_variants(ext, inner, outer):
         assert torch.equal(a, b)
     exact = x.double() @ w.double().t()
     assert bool(((by["avx512"][-1].double() - exact).abs() <= 1e-6 * (x.double().abs() @ w.double().abs().t())).all())
+
+
+@pytest.mark.parametrize("inner,outer", [(576, 1536), (577, 203), (13, 7)])
+def test_bf16_by_fmas_has_the_bits_of_the_avx2_form(ext, inner, outer):
+    """bf16 by AVX-512 FMAs (weights widened exactly, 16-output blocks) and the AVX2 form (8-output blocks) fuse the
+    same products in the same order: the same bits for every row of 1–64."""
+    g = torch.Generator().manual_seed(inner + 3 * outer)
+    x = torch.randn(64, inner, generator=g).bfloat16()
+    w = torch.randn(outer, inner, generator=g).bfloat16()
+    try:
+        by = {}
+        for isa in ("avx512-fma", "avx2"):
+            ext.set_isa(isa)
+            by[isa] = [ext.skinny_linear(x[:rows], w) for rows in (1, 5, 8, 17, 64)]
+    finally:
+        ext.set_isa("avx512")
+    for a, b in zip(by["avx512-fma"], by["avx2"]):
+        assert torch.equal(a, b)
 
 
 def test_native_sample_draws_what_sampling_sample_draws(ext):

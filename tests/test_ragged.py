@@ -231,3 +231,37 @@ def test_exact_rows_are_each_sequences_own_forward(dtype, threads):
                 o += n
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["fast-avx512-fma", "fast-avx2"])
+def test_exact_rows_take_the_variant_the_machine_chose(path):
+    """Where the machine chose another kernel variant for the target (fast/tune.py), the exact ragged forward runs
+    it too: each row's logits keep the bits of the target's own forward of its block, in that variant."""
+    from dspark_viz.fast import tune
+
+    t = embedded_target("bf16", tune_paths=False)
+    fwd = ragged.forward_for(t)
+    if not fwd.can_exact or path not in tune.paths_here(t.dtype):
+        pytest.skip(f"no {path} variant or no exact ragged forward here")
+    kept = dict(t.paths.sizes)
+    t.paths.sizes = {n: path for n in tune.SIZES}
+    try:
+        prompts = [t.chat_ids(x) for x in ("Hi", "Name three colours.", "Why is the sky blue?")]
+        caches, cache = [], fwd.cache(len(prompts), 8)
+        for s, p in enumerate(prompts):
+            own, _ = t.prefill(p)
+            cache.adopt(s, own.layers)
+            caches.append(own)
+        blocks = [[1000 + 17 * i for i in range(n)] for n in (1, 5, 8)]
+        want = [t.forward(torch.tensor([b]), c) for b, c in zip(blocks, caches)]
+        start = [c.get_seq_length() - len(b) for b, c in zip(blocks, caches)]
+        ids = torch.tensor([x for b in blocks for x in b])
+        slot = torch.cat([torch.full((len(b),), s) for s, b in enumerate(blocks)])
+        pos = torch.cat([torch.arange(p0, p0 + len(b)) for p0, b in zip(start, blocks)])
+        cache.reserve(int(pos.max()) + 1)
+        together = fwd(cache, ids, slot, pos, torch.arange(len(ids)), exact=True)
+        assert torch.equal(together.float(), torch.cat([w.logits[0] for w in want]).float())
+        assert t.paths.at(40) == path                                   # 9–64 tokens keep the variant of 1–8
+    finally:
+        t.paths.sizes = kept

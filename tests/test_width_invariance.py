@@ -49,7 +49,7 @@ def _widths(t, cache, prefix_len: int, widths: list[int], new: list[int] = NEW, 
             torch.cat([o.hidden for o in outs], 1))                                            # (1, 8, d)
 
 
-@pytest.mark.parametrize("path", ["fast", "fast-avx2"])
+@pytest.mark.parametrize("path", ["fast", "fast-avx512-fma", "fast-avx2"])
 def test_a_token_gets_the_same_bits_alone_and_in_any_block(target, path):
     """For n = 1 … 8: forward(prefix + n tokens) gives every one of its tokens the logits, features and final
     hidden state that token gets when decoded one at a time — torch.equal, not a tolerance. At 2 threads too."""
@@ -80,7 +80,7 @@ def test_a_token_gets_the_same_bits_alone_and_in_any_block(target, path):
         torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("path", ["fast", "fast-avx2"])
+@pytest.mark.parametrize("path", ["fast", "fast-avx512-fma", "fast-avx2"])
 def test_a_token_gets_the_same_bits_in_forwards_of_up_to_64(target, path):
     """Past 8 tokens one sequence's forward stays on the fused path (its products read each weight once for up
     to 64 rows, in each variant — the AVX2 one forced where the CPU has more): 40 tokens give the bits they get one at a time, in one forward of 40, in 12 + 28 and 9 + 31, at 1 and 2

@@ -9,7 +9,7 @@ dtype, matmul (stock | lm-head-wxt | skinny-kernel), attention (sdpa | packed-gq
 bf16_gemm on CPU (native | widened), kernel with the few-row kernel (rows | tiles), gpu on CUDA;
 cpu_flags (the instruction sets that matter: avx2 … avx512_bf16, amx), llc_MiB (the last-level cache; None where
 the system does not say), default_dtype (this machine's
-chosen CPU dtype, fast/tune.py), paths.choice and paths.sizes as path_choice and size_paths (per few-token size: fast, fast-avx2 or stock).
+chosen CPU dtype, fast/tune.py), paths.choice and paths.sizes as path_choice and size_paths (per few-token size: fast, fast-avx512-fma, fast-avx2 or stock).
 A run whose JSON lacks ``kernel`` used the row layout; ``stack`` (straight-line: fast/stack.py around lean layers) is
 absent from runs that called transformers' model forward around them.
 

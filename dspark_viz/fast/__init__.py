@@ -50,7 +50,7 @@ class FastPaths:
     matmul: str        # "skinny-kernel", "lm-head-wxt" (fallback without a compiler) or "stock"
     attention: str     # "packed-gqa" or the model's own attention implementation ("sdpa")
     layers: str        # "lean" or "stock"
-    sizes: dict[int, str] = field(default_factory=dict)   # few-token size → fast / fast-avx2 / stock (tune.py)
+    sizes: dict[int, str] = field(default_factory=dict)   # few-token size → fast / fast-avx… / stock (tune.py)
     choice: str = ""   # the per-size choice in words (reports, the app's footer)
 
     def __post_init__(self):
@@ -58,8 +58,9 @@ class FastPaths:
             self.choice = "fast path at every size" if self.matmul != "stock" else "stock path"
 
     def at(self, n: int) -> str:
-        """The path an n-token forward takes (``fast`` where nothing was chosen)."""
-        return self.sizes.get(n, "fast")
+        """The path an n-token forward takes (``fast`` where nothing was chosen; past the sizes timed, the
+        largest's, so that 9–64 tokens keep the variant of 1–8)."""
+        return self.sizes.get(n) or (self.sizes[max(self.sizes)] if self.sizes else "fast")
 
     @property
     def stock_sizes(self) -> frozenset[int]:

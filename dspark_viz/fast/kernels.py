@@ -184,6 +184,27 @@ def row_layout(ext):
         ext.skinny_linear = tiles
 
 
+# The kernel variants a machine chooses among (fast/tune.py), by the name of the path that runs them: the widest
+# instruction set (bf16 by vdpbf16ps where the CPU has AVX512-BF16), AVX-512 FMAs alone (bf16 widened, the bits
+# of the AVX2 form), the AVX2 form. fp32 has the same bits in all three.
+VARIANTS = {"fast": "avx512", "fast-avx512-fma": "avx512-fma", "fast-avx2": "avx2"}
+
+
+@contextlib.contextmanager
+def variant(path: str):
+    """Inside the block the kernel runs the variant of ``path`` (a key of VARIANTS; anything else: the widest)."""
+    isa = VARIANTS.get(path, "avx512")
+    ext = load() if isa != "avx512" else None
+    if ext is None or not hasattr(ext, "set_isa"):
+        yield ext
+        return
+    ext.set_isa(isa)
+    try:
+        yield ext
+    finally:
+        ext.set_isa("avx512")
+
+
 @contextlib.contextmanager
 def no_prefetch(ext):
     """Inside the block the kernel does not prefetch weight rows ahead for 3+ rows of x (A/B; the same bits)."""

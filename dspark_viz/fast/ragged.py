@@ -76,6 +76,7 @@ class RaggedForward:
         m = target.model
         inner = m.model
         self.device, self.dtype = target.device, target.dtype
+        self.paths = getattr(target, "paths", None)        # the kernel variant the machine chose (fast/tune.py)
         self.embed = inner.embed_tokens
         self.rotary = inner.rotary_emb
         self.norm = inner.norm
@@ -170,8 +171,8 @@ class RaggedForward:
         hidden_states at those layers, concatenated.
         Each row's key and value are written into its slot at its position; the caller keeps ``cache.length``.
         ``exact`` (where ``can_exact``): every layer as one ``ragged_layer`` call and the LM head through the
-        few-row kernel — the target's own few-token arithmetic, row by row (each weight read once per 64 rows where the
-        CPU has AVX512-BF16 and the dtype is bf16, per 8 elsewhere)."""
+        few-row kernel — the target's own few-token arithmetic, row by row, in the kernel variant the target's own
+        forwards take (each weight read once per 64 rows)."""
         if int(pos.max()) >= cache.capacity:
             raise ValueError(f"position {int(pos.max())} is past the cache's capacity {cache.capacity}")
         if exact and not self.can_exact:
@@ -180,8 +181,9 @@ class RaggedForward:
         x = self.embed(ids.to(dev))                                                         # (N, d)
         cos, sin = self.rotary(x[None], pos.to(dev)[None])                                  # (1, N, D) each
         if exact:
-            return self._exact(cache, x, cos[0].contiguous(), sin[0].contiguous(), slot.contiguous(),
-                               pos.contiguous(), out_rows, features, feature_rows)
+            with kernels.variant(self.paths.at(1) if self.paths is not None else "fast"):
+                return self._exact(cache, x, cos[0].contiguous(), sin[0].contiguous(), slot.contiguous(),
+                                   pos.contiguous(), out_rows, features, feature_rows)
         cos, sin = cos[0, :, None, :], sin[0, :, None, :]                                   # (N, 1, D)
         slot_d, pos_d, n_keys = slot.to(dev), pos.to(dev), pos + 1
         rows_d, want, feats = out_rows.to(dev), set(features or ()), {}

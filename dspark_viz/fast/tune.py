@@ -4,9 +4,11 @@ once, kept in the cache with a fingerprint of the machine.
 Legend: n tokens in one target forward (1 … 8: a decode step, or the anchor plus up to 7 drafts), ms median
 milliseconds.
 
-Paths: ``fast`` (the project's few-token path; its kernel in AVX-512 where the CPU has it: fp32 in 16-output
-blocks, bf16 by vdpbf16ps with AVX512-BF16), ``fast-avx2`` (the same with the AVX2 kernel; measured only where
-an AVX-512 variant exists) and ``stock`` (torch / transformers).
+Paths: ``fast`` (the project's few-token path; its kernel in AVX-512 where the CPU has it: 16-output blocks by
+FMAs, bf16 by vdpbf16ps with AVX512-BF16), ``fast-avx512-fma`` (bf16 by AVX-512 FMAs of the widened weights; measured
+only where the CPU has AVX512-BF16), ``fast-avx2`` (the AVX2 kernel; measured only where an AVX-512 variant exists)
+and ``stock`` (torch / transformers). kernels.VARIANTS maps each to its kernel variant; the one chosen also runs
+the live engine's exact ragged forward (fast/ragged.py).
 One path per dtype, never one per size: each variant is one arithmetic for every width (the kernel's summation
 order per output does not depend on how many rows share a call), so a token's logits are the same whether it
 is decoded alone or verified in a block — greedy speculative decoding then equals greedy decoding bit for bit.
@@ -38,7 +40,7 @@ from ..settings import cache_dir, switch
 from . import kernels, stock_path
 
 SIZES = tuple(range(1, 9))                # 1 … 8 tokens: a decode step or a verification block, timed
-INVARIANT = ("fast", "fast-avx2")         # the project's variants: one arithmetic for every width
+INVARIANT = tuple(kernels.VARIANTS)      # the project's variants: one arithmetic for every width
 FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
 
 
@@ -134,8 +136,9 @@ def paths_here(dtype: torch.dtype) -> tuple[str, ...]:
     """The paths worth timing for ``dtype`` on this CPU."""
     ext = kernels.load()
     isa = ext.isa() if ext is not None and hasattr(ext, "isa") else "avx2"
-    wider = isa == "avx512+bf16" or (isa == "avx512" and dtype == torch.float32)   # an AVX-512 variant applies
-    return ("fast", "fast-avx2", "stock") if wider else ("fast", "stock")
+    if isa == "avx512+bf16" and dtype == torch.bfloat16:                 # vdpbf16ps or the FMAs: the CPU decides
+        return ("fast", "fast-avx512-fma", "fast-avx2", "stock")
+    return ("fast", "fast-avx2", "stock") if isa.startswith("avx512") else ("fast", "stock")
 
 
 def time_sizes(target, sizes=SIZES, repeats: int = 7, ctx_len: int = 128) -> dict[int, dict[str, float]]:
@@ -160,16 +163,9 @@ def time_sizes(target, sizes=SIZES, repeats: int = 7, ctx_len: int = 128) -> dic
 
 @contextlib.contextmanager
 def run_on(model, path: str):
-    """Inside the block, ``model``'s few-token forwards take ``path`` (fast / fast-avx2 / stock)."""
-    ext = kernels.load() if path == "fast-avx2" else None
-    if ext is not None and hasattr(ext, "set_isa"):
-        ext.set_isa("avx2")
-    try:
-        with stock_path(model, path == "stock"):
-            yield model
-    finally:
-        if ext is not None and hasattr(ext, "set_isa"):
-            ext.set_isa("avx512")
+    """Inside the block, ``model``'s few-token forwards take ``path`` (fast / fast-avx512-fma / fast-avx2 / stock)."""
+    with kernels.variant(path), stock_path(model, path == "stock"):
+        yield model
 
 
 def best_path(times: dict[int, dict[str, float]]) -> str:

@@ -230,19 +230,22 @@ void stream(const float* x, const T* W, T* y, int64_t M, int64_t I, int64_t O, i
 
 }  // namespace
 
-// The AVX-512 variant where the CPU has it, unless switched off (set_isa, for A/B and the tests).
-inline int& isa_choice() {                   // 0 = AVX2, 1 = AVX-512 where available
+// The AVX-512 variant where the CPU has it, unless switched off (set_isa, for A/B, the machine's choice and the
+// tests): 0 = AVX2; 1 = AVX-512 where available, bf16 by vdpbf16ps where the CPU has AVX512-BF16; 2 = AVX-512 FMAs
+// alone (bf16 widened to fp32 in registers, as on a CPU without AVX512-BF16).
+inline int& isa_choice() {
   static int v = 1;
   return v;
 }
-inline bool use_avx512() { return isa_choice() == 1 && has_avx512(); }
+inline bool use_avx512() { return isa_choice() >= 1 && has_avx512(); }
 inline bool use_bf16_dot() { return isa_choice() == 1 && has_avx512_bf16(); }
 
-// The packed layout (packs.h) a product of dtype T takes in the variant in use, or −1 (the row layout): bf16 in
-// BF16X16 on AVX512-BF16, else in BF16X8; fp32 in F32X16 on AVX-512F, else in F32X8 (the same bits).
+// The packed layout (packs.h) a product takes in the variant in use, or −1 (the row layout): on AVX-512F bf16 in
+// BF16X16 (multiplied by vdpbf16ps where use_bf16_dot(), else widened into FMAs) and fp32 in F32X16, else BF16X8
+// and F32X8. The FMA forms fuse each output's products in input order whatever the lanes: the same bits in both.
 inline int pack_kind(bool bf16, bool row_layout) {
   if (row_layout) return -1;
-  if (bf16) return use_bf16_dot() ? packed::BF16X16 : packed::BF16X8;
+  if (bf16) return use_avx512() ? packed::BF16X16 : packed::BF16X8;
   return use_avx512() ? packed::F32X16 : packed::F32X8;
 }
 
@@ -283,9 +286,10 @@ inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t 
     return;
   }
   if (kind >= 0) {                                               // a packed outer-product form
-    std::vector<uint32_t> xw;                                    // AVX512-BF16: x narrowed once, exactly, to pairs
+    const bool dot = kind == packed::BF16X16 && use_bf16_dot();
+    std::vector<uint32_t> xw;                                    // vdpbf16ps: x narrowed once, exactly, to pairs
     const int64_t ip = (I + 1) / 2;
-    if (kind == packed::BF16X16) {
+    if (dot) {
       xw.assign(M * ip, 0);
       auto* xb = reinterpret_cast<uint16_t*>(xw.data());
       for (int64_t m = 0; m < M; ++m)
@@ -299,8 +303,8 @@ inline void run_all(const float* xp, const std::vector<Product<T>>& ps, int64_t 
       for (size_t k = 0; k < ps.size(); ++k) {
         const int64_t nb = pks[k]->nb, lo = std::max(a, base), hi = std::min(b, base + nb);
         if (lo < hi) {
-          if (kind == packed::BF16X16) packed::blocks(xw.data(), *pks[k], ps[k].y, M, lo - base, hi - base);
-          else if (kind == packed::F32X16) packed::blocks16(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
+          if (dot) packed::blocks(xw.data(), *pks[k], ps[k].y, M, lo - base, hi - base);
+          else if (packed::lanes(kind) == 16) packed::blocks16(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
           else packed::blocks8(xp, *pks[k], ps[k].y, M, lo - base, hi - base);
         }
         base += nb;

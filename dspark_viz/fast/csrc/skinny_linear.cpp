@@ -46,12 +46,13 @@ torch::Tensor product(torch::Tensor x, torch::Tensor W, bool row_layout) {
 torch::Tensor skinny_linear(torch::Tensor x, torch::Tensor W) { return product(x, W, false); }
 torch::Tensor skinny_linear_rows(torch::Tensor x, torch::Tensor W) { return product(x, W, true); }
 
-// Which variant runs: "avx512" (fp32 in 16-output blocks where the CPU has AVX-512F; bf16 by vdpbf16ps where it
-// also has AVX512-BF16, reported as "avx512+bf16") or "avx2".
+// Which variant runs: "avx512" (16-output blocks by AVX-512 FMAs where the CPU has AVX-512F; bf16 by vdpbf16ps
+// where it also has AVX512-BF16, reported as "avx512+bf16") or "avx2". set_isa("avx512-fma") keeps the FMAs for
+// bf16 too on a CPU with AVX512-BF16 (elsewhere it is "avx512").
 std::string isa() { return use_bf16_dot() ? "avx512+bf16" : use_avx512() ? "avx512" : "avx2"; }
 void set_isa(const std::string& name) {
-  TORCH_CHECK(name == "avx2" || name == "avx512", "set_isa: avx2 or avx512");
-  isa_choice() = name == "avx512" ? 1 : 0;
+  TORCH_CHECK(name == "avx2" || name == "avx512" || name == "avx512-fma", "set_isa: avx2, avx512 or avx512-fma");
+  isa_choice() = name == "avx512" ? 1 : name == "avx512-fma" ? 2 : 0;
 }
 
 // Whether the kernel prefetches the weight rows ahead from 3 rows of x up (skinny_kernels.h, PF_AHEAD; on by default,
@@ -73,7 +74,7 @@ void set_prefetch(bool on) { prefetch_on() = on; }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("isa", &isa, "the kernel variant in use: avx512+bf16 / avx512 where the CPU has it, else avx2");
-  m.def("set_isa", &set_isa, "choose the kernel variant (avx2 or avx512; avx512 falls back to avx2 without it)");
+  m.def("set_isa", &set_isa, "choose the kernel variant (avx2, avx512, avx512-fma; avx512 falls back to avx2 without it)");
   m.def("prefetch", &prefetch, "whether the kernel prefetches weight rows ahead (3+ rows of x)");
   m.def("set_prefetch", &set_prefetch, "switch that prefetch on or off (A/B; the bits are the same)");
   m.def("pack_stats", &pack_stats, "the weight packs: live, made, products packed on the spot");

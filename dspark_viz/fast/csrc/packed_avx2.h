@@ -1,6 +1,6 @@
 // fp32 and bf16 products on AVX2 + FMA in the outer-product form: y (M, O) = x (M, I) · W (O, I)ᵀ for 1…64 rows
-// of x, every weight read from memory once for all rows (skinny_kernels.h's run_all takes it for fp32 where the
-// CPU has no AVX-512, and for bf16 where it has no AVX512-BF16).
+// of x, every weight read from memory once for all rows (skinny_kernels.h's run_all takes it where the CPU has no
+// AVX-512F, or in the avx2 variant).
 //
 // The 8 lanes of a ymm are 8 outputs: W is packed once (packs.h) into blocks of 8 weight rows, so that one 32-byte
 // load holds input i of 8 outputs (F32X8), or inputs 2p and 2p + 1 of 8 outputs as bf16 pairs (BF16X8: the even

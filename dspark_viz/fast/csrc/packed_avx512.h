@@ -1,16 +1,17 @@
-// The fp32 product on a CPU with AVX-512F in the outer-product form: y (M, O) = x (M, I) · W (O, I)ᵀ for 1…64
-// rows of x, every weight read from memory once for all rows (skinny_kernels.h's run_all takes it for fp32 in the
-// AVX-512 variant).
+// fp32 and bf16 products by AVX-512 FMAs in the outer-product form: y (M, O) = x (M, I) · W (O, I)ᵀ for 1…64 rows
+// of x, every weight read from memory once for all rows (skinny_kernels.h's run_all takes it for fp32 on a CPU with
+// AVX-512F, and for bf16 there unless vdpbf16ps runs: packed_bf16.h).
 //
-// The 16 lanes of a zmm are 16 outputs: W is packed once (packs.h, layout F32X16) into blocks of 16 weight rows,
-// P[b][i][j] = W[16b + j][i], so that one 64-byte load holds input i of 16 outputs. x's value x[m, i] is broadcast
-// to every lane, and a tile of NB blocks × MB rows keeps NB·MB accumulators in registers: NB·MB + NB + 1 of the 32
-// zmm registers, each weight vector loaded feeding MB FMAs, each broadcast NB.
+// The 16 lanes of a zmm are 16 outputs: W is packed once (packs.h) into blocks of 16 weight rows, so that one
+// 64-byte load holds input i of 16 outputs (F32X16: P[b][i][j] = W[16b + j][i]), or inputs 2p and 2p + 1 of 16
+// outputs as bf16 pairs (BF16X16, the pack vdpbf16ps reads). x's value x[m, i] is broadcast to every lane, and a
+// tile of NB blocks × MB rows keeps NB·MB accumulators in registers: NB·MB + NB + 2 of the 32 zmm registers at most,
+// each weight vector loaded feeding MB FMAs, each broadcast NB.
 //
 // Width invariance: output y[m, o] is one lane of one accumulator, into which w[o, i]·x[m, i] is fused-multiply-
 // added for i = 0, 1, … I − 1 in order — the same sequence whatever M, the tile shape or the thread split is, so a
 // token's product is bit-identical alone, in its block of 2–8, or beside other sequences' rows in up to 64. It is
-// also the sequence of the AVX2 form (packed_avx2.h, F32X8): fp32 products give the same bits in both variants.
+// also the sequence of the AVX2 form (packed_avx2.h): fp32 and bf16 products give the same bits in both forms.
 #pragma once
 #include "packs.h"
 

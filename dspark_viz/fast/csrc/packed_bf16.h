@@ -1,5 +1,6 @@
 // The bf16 product on a CPU with AVX512-BF16, in the outer-product form: y (M, O) = x (M, I) · W (O, I)ᵀ for
-// 1…64 rows of x (skinny_kernels.h's run_all takes it whenever the CPU has the instructions).
+// 1…64 rows of x (skinny_kernels.h's run_all takes it in the avx512 variant where the CPU has the instructions;
+// the avx512-fma variant multiplies the same pack by FMAs of the widened weights instead, packed_avx512.h).
 //
 // vdpbf16ps adds, into each of 16 fp32 lanes, the products of one bf16 pair of its two operands. The dot-product
 // form (one weight row against one row of x, 16 lanes of partial sums, reduced at the end) needs a load of x and

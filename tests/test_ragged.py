@@ -265,3 +265,24 @@ def test_exact_rows_take_the_variant_the_machine_chose(path):
         assert t.paths.at(40) == path                                   # 9–64 tokens keep the variant of 1–8
     finally:
         t.paths.sizes = kept
+
+
+@pytest.mark.slow
+def test_hf_generate_takes_the_variant_the_machine_chose():
+    """HF `generate` in the bench runs the kernel variant the target's own forwards run, so at T = 0 it commits what
+    our plain decoding commits in that variant (bf16, where the machine has more than one)."""
+    from dspark_viz.evaluation.speed_methods import BenchSettings, hf_generate, plain
+    from dspark_viz.fast import tune
+
+    t = embedded_target("bf16", tune_paths=False)
+    if "fast-avx512-fma" not in tune.paths_here(t.dtype):
+        pytest.skip("one bf16 kernel variant on this CPU")
+    kept = dict(t.paths.sizes)
+    t.paths.sizes = {n: "fast-avx512-fma" for n in tune.SIZES}
+    try:
+        s = BenchSettings(max_new_tokens=24)
+        for prompt in ("Name three colours.", "Write a haiku about rain.", "Explain gravity in one sentence."):
+            ids = t.chat_ids(prompt)
+            assert hf_generate(t, ids, s).output_ids == plain(t, ids, s).output_ids, prompt
+    finally:
+        t.paths.sizes = kept

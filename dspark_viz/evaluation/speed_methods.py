@@ -17,6 +17,7 @@ Legend: γ block size, ℓ verification length, τ mean committed tokens per rou
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -92,9 +93,11 @@ def _hf(target, ids: list[int], s: BenchSettings, **extra) -> MethodResult:
     if s.temperature > 0:
         kw = dict(do_sample=True, temperature=s.temperature, top_k=0, top_p=1.0)
         torch.manual_seed(s.seed)
+    paths = getattr(target, "paths", None)            # HF's forwards take the kernel variant the target's take
     t0 = time.perf_counter()
-    y = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=s.max_new_tokens,
-                              eos_token_id=stop or None, pad_token_id=stop[0] if stop else None, **kw, **extra)
+    with paths.variant() if paths is not None else contextlib.nullcontext():
+        y = target.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=s.max_new_tokens,
+                                  eos_token_id=stop or None, pad_token_id=stop[0] if stop else None, **kw, **extra)
     dt = time.perf_counter() - t0
     return MethodResult(_until_stop(y[0, len(ids):].tolist(), target.stop_ids), dt, None, None)
 

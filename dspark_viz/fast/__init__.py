@@ -62,6 +62,11 @@ class FastPaths:
         largest's, so that 9–64 tokens keep the variant of 1–8)."""
         return self.sizes.get(n) or (self.sizes[max(self.sizes)] if self.sizes else "fast")
 
+    def variant(self):
+        """A context in which every kernel call takes the variant the machine chose for this target (kernels.VARIANTS;
+        for code that calls the model outside the target's own forwards, such as HF ``generate``)."""
+        return kernels.variant(self.at(1))
+
     @property
     def stock_sizes(self) -> frozenset[int]:
         return frozenset(n for n, p in self.sizes.items() if p == "stock")

@@ -305,6 +305,18 @@ def test_up_to_64_rows_keep_each_rows_bits_in_every_variant(ext, isa, dtype):
         assert torch.equal(ext.skinny_linear(x[:rows], w), alone[:rows]), (isa, dtype, rows)
 
 
+def _products_by_variant(ext, x, w, isas, row_counts):
+    """{isa: [x[:rows] · wᵀ for each row count]}, each variant in turn (the widest restored after)."""
+    try:
+        by = {}
+        for isa in isas:
+            ext.set_isa(isa)
+            by[isa] = [ext.skinny_linear(x[:rows], w) for rows in row_counts]
+        return by
+    finally:
+        ext.set_isa("avx512")
+
+
 @pytest.mark.parametrize("inner,outer", [(576, 1536), (1536, 576), (577, 203), (13, 7), (1, 1)])
 def test_fp32_has_the_same_bits_in_both_variants(ext, inner, outer):
     """fp32 in the AVX-512 form (16-output blocks) and the AVX2 form (8-output blocks) fuse the products into one
@@ -313,13 +325,7 @@ def test_fp32_has_the_same_bits_in_both_variants(ext, inner, outer):
     g = torch.Generator().manual_seed(inner * outer)
     x = torch.randn(64, inner, generator=g)
     w = torch.randn(outer, inner, generator=g)
-    try:
-        by = {}
-        for isa in ("avx512", "avx2"):
-            ext.set_isa(isa)
-            by[isa] = [ext.skinny_linear(x[:rows], w) for rows in (1, 3, 8, 9, 64)]
-    finally:
-        ext.set_isa("avx512")
+    by = _products_by_variant(ext, x, w, ("avx512", "avx2"), (1, 3, 8, 9, 64))
     for a, b in zip(by["avx512"], by["avx2"]):
         assert torch.equal(a, b)
     exact = x.double() @ w.double().t()
@@ -333,13 +339,7 @@ def test_bf16_by_fmas_has_the_bits_of_the_avx2_form(ext, inner, outer):
     g = torch.Generator().manual_seed(inner + 3 * outer)
     x = torch.randn(64, inner, generator=g).bfloat16()
     w = torch.randn(outer, inner, generator=g).bfloat16()
-    try:
-        by = {}
-        for isa in ("avx512-fma", "avx2"):
-            ext.set_isa(isa)
-            by[isa] = [ext.skinny_linear(x[:rows], w) for rows in (1, 5, 8, 17, 64)]
-    finally:
-        ext.set_isa("avx512")
+    by = _products_by_variant(ext, x, w, ("avx512-fma", "avx2"), (1, 5, 8, 17, 64))
     for a, b in zip(by["avx512-fma"], by["avx2"]):
         assert torch.equal(a, b)
 
